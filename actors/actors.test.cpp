@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: Apache-2.0
+// The node's actors in one process, driven through the real client over loopback TCP:
+// journal actor, coordinator, workers (real child processes) and the gateway.
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <catch2/catch.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/coordinator.hpp"
+#include "actors/gateway.hpp"
+#include "actors/journal_actor.hpp"
+#include "actors/messages.hpp"
+#include "runtime/client.hpp"
+#include "runtime/envelope.hpp"
+#include "runtime/errc.hpp"
+#include "runtime/net_config.hpp"
+
+using namespace monkey;
+
+namespace {
+
+struct test_config : caf::actor_system_config {
+  test_config() {
+    apply_network_config(*this);
+  }
+};
+
+constexpr const char* secret = "0123456789abcdef-test-secret";
+
+/// One node in this process, published on a free loopback port.
+struct node_fixture {
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  std::string dir;
+  std::shared_ptr<journal> store;
+  std::shared_ptr<launcher> launch = std::make_shared<launcher>();
+  caf::actor journal_actor, coordinator, gateway;
+  std::string address;
+
+  explicit node_fixture(int cpus = 2, std::string data_dir = {}) {
+    if (data_dir.empty()) {
+      char tmpl[] = "/tmp/monkey-actors-XXXXXX";
+      data_dir = ::mkdtemp(tmpl);
+    }
+    dir = data_dir;
+    auto j = journal::open(dir, nullptr);
+    REQUIRE(j);
+    store = std::move(*j);
+    coordinator_config cc;
+    cc.node = store->node();
+    cc.incarnation = store->incarnation();
+    cc.data_dir = dir;
+    cc.total.cpus = cpus;
+    cc.total.mem_mb = 4096;
+    cc.kill_grace = std::chrono::milliseconds(500);
+    journal_actor = spawn_journal(sys, store);
+    coordinator = spawn_coordinator(sys, cc, journal_actor, launch);
+    gateway = spawn_gateway(sys, secret, cc.node.str(), coordinator);
+    auto port = sys.middleman().publish(gateway, 0, "127.0.0.1", true);
+    REQUIRE(port);
+    address = "127.0.0.1:" + std::to_string(*port);
+  }
+
+  ~node_fixture() {
+    for (auto& a : {gateway, coordinator, journal_actor})
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+
+  std::unique_ptr<client> connect() {
+    auto c = client::connect({address}, secret);
+    REQUIRE(c);
+    return std::move(*c);
+  }
+};
+
+job_id submit(client& c, job_spec spec, std::vector<job_id>* all = nullptr) {
+  submit_request req;
+  req.spec = std::move(spec);
+  auto r = c.call<submit_reply>(verb::submit, req);
+  REQUIRE(r);
+  REQUIRE_FALSE(r->ids.empty());
+  if (all)
+    *all = r->ids;
+  return r->ids.front();
+}
+
+job_spec sh(const std::string& script) {
+  job_spec s;
+  s.command = {"/bin/sh", "-c", script};
+  return s;
+}
+
+show_reply wait_final(client& c, const job_id& id, int seconds = 60) {
+  for (int i = 0; i < seconds * 20; ++i) {
+    auto r = c.call<show_reply>(verb::show, id_request{id.str()});
+    REQUIRE(r);
+    if (is_final(r->record.state))
+      return *r;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  FAIL("job " << id.str() << " did not finish");
+  return {};
+}
+
+std::string read_log(client& c, const job_id& id, int attempt = 0) {
+  logs_request req;
+  req.id = id.str();
+  req.attempt = attempt;
+  auto r = c.call<logs_reply>(verb::logs, req);
+  REQUIRE(r);
+  return r->data;
+}
+
+} // namespace
+
+TEST_CASE("a command job runs with its parameters and reports metrics", "[actors][coordinator]") {
+  node_fixture node;
+  auto c = node.connect();
+  auto spec = sh("echo lr=$MONKEY_PARAM_LR seed=$MONKEY_SEED arg={lr}; "
+                 "echo 'MONKEY_METRIC step=1 loss=0.5'; echo 'MONKEY_METRIC step=2 loss=0.25'");
+  spec.params["lr"] = "0.1";
+  spec.seed = 77;
+  spec.has_seed = true;
+  auto id = submit(*c, spec);
+  auto r = wait_final(*c, id);
+  CHECK(r.record.state == job_state::succeeded);
+  REQUIRE(r.record.attempts.size() == 1);
+  CHECK(r.record.attempts[0].exit_code == 0);
+  CHECK(read_log(*c, id) == "lr=0.1 seed=77 arg=0.1\nMONKEY_METRIC step=1 loss=0.5\n"
+                            "MONKEY_METRIC step=2 loss=0.25\n");
+  CHECK(r.last_metrics.at("loss") == Approx(0.25));
+  CHECK(r.last_metrics.at("step") == 2);
+}
+
+TEST_CASE("a failing job is retried exactly --retries times", "[actors][coordinator]") {
+  node_fixture node;
+  auto c = node.connect();
+  auto spec = sh("echo attempt $MONKEY_ATTEMPT; exit 3");
+  spec.retries = 2;
+  auto id = submit(*c, spec);
+  auto r = wait_final(*c, id);
+  CHECK(r.record.state == job_state::failed);
+  CHECK(r.record.attempts.size() == 3);
+  CHECK(r.record.retries_used == 2);
+  CHECK(r.record.attempts.back().cause == "exit 3");
+  CHECK(read_log(*c, id, 2) == "attempt 2\n");
+}
+
+TEST_CASE("a job that succeeds on a retry ends succeeded", "[actors][coordinator]") {
+  node_fixture node;
+  auto c = node.connect();
+  auto spec = sh("[ \"$MONKEY_ATTEMPT\" -ge 2 ]");
+  spec.retries = 5;
+  auto r = wait_final(*c, submit(*c, spec));
+  CHECK(r.record.state == job_state::succeeded);
+  CHECK(r.record.attempts.size() == 2);
+}
+
+TEST_CASE("a timeout stops the job and is reported as such", "[actors][coordinator]") {
+  node_fixture node;
+  auto c = node.connect();
+  auto spec = sh("trap '' TERM; sleep 30");
+  spec.timeout_s = 0.5;
+  auto r = wait_final(*c, submit(*c, spec));
+  CHECK(r.record.state == job_state::timed_out);
+  CHECK_THAT(r.record.attempts.back().cause, Catch::Contains("timeout after"));
+  CHECK_THAT(r.record.attempts.back().cause, Catch::Contains("SIGKILL after the grace period"));
+}
+
+TEST_CASE("cancel stops a running job and a queued one", "[actors][coordinator]") {
+  node_fixture node(1);
+  auto c = node.connect();
+  auto running = submit(*c, sh("sleep 30"));
+  auto queued = submit(*c, sh("true"));
+  for (int i = 0; i < 200; ++i) {
+    auto s = c->call<show_reply>(verb::show, id_request{running.str()});
+    REQUIRE(s);
+    if (s->record.state == job_state::running && s->record.attempts.back().pid > 0)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto w = c->call<text_reply>(verb::why, id_request{queued.str()});
+  REQUIRE(w);
+  CHECK_THAT(w->text, Catch::Contains("needs 1 cpus, 0 free"));
+  REQUIRE(c->call<text_reply>(verb::cancel, id_request{queued.str()}));
+  REQUIRE(c->call<text_reply>(verb::cancel, id_request{running.str()}));
+  CHECK(wait_final(*c, queued).record.state == job_state::cancelled);
+  auto r = wait_final(*c, running);
+  CHECK(r.record.state == job_state::cancelled);
+  auto again = c->call<text_reply>(verb::cancel, id_request{running.str()});
+  REQUIRE_FALSE(again);
+  CHECK_THAT(again.error(), Catch::Contains("already ended"));
+}
+
+TEST_CASE("dependencies wait for their job and fail when it cannot succeed",
+          "[actors][coordinator]") {
+  node_fixture node;
+  auto c = node.connect();
+  auto first = submit(*c, sh("sleep 0.3; echo first >> " + node.dir + "/order"));
+  auto second_spec = sh("echo second >> " + node.dir + "/order");
+  second_spec.after.push_back({"ok", first});
+  auto second = submit(*c, second_spec);
+  auto failing = submit(*c, sh("exit 1"));
+  auto never_spec = sh("true");
+  never_spec.after.push_back({"ok", failing});
+  auto never = submit(*c, never_spec);
+  auto any_spec = sh("true");
+  any_spec.after.push_back({"any", failing});
+  auto any = submit(*c, any_spec);
+  CHECK(wait_final(*c, second).record.state == job_state::succeeded);
+  std::ifstream in(node.dir + "/order");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  CHECK(ss.str() == "first\nsecond\n");
+  auto n = wait_final(*c, never);
+  CHECK(n.record.state == job_state::cancelled);
+  CHECK_THAT(n.record.reason, Catch::Contains("can never be met"));
+  CHECK(wait_final(*c, any).record.state == job_state::succeeded);
+}
+
+TEST_CASE("an array gives every element its index", "[actors][coordinator]") {
+  node_fixture node;
+  auto c = node.connect();
+  auto spec = sh("echo $MONKEY_ARRAY_INDEX");
+  spec.array = "0-4";
+  std::vector<job_id> ids;
+  submit(*c, spec, &ids);
+  REQUIRE(ids.size() == 5);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    CHECK(wait_final(*c, ids[i]).record.state == job_state::succeeded);
+    CHECK(read_log(*c, ids[i]) == std::to_string(i) + "\n");
+  }
+}
+
+TEST_CASE("a submit retried with the same key creates one job", "[actors][coordinator]") {
+  node_fixture node;
+  auto c = node.connect();
+  submit_request req;
+  req.spec = sh("true");
+  req.client_key = "key-1";
+  auto a = c->call<submit_reply>(verb::submit, req);
+  auto b = c->call<submit_reply>(verb::submit, req);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(a->ids == b->ids);
+  CHECK(b->duplicate);
+  auto all = c->call<list_reply>(verb::list, list_request{});
+  REQUIRE(all);
+  CHECK(all->jobs.size() == 1);
+}
+
+TEST_CASE("bad requests get errors naming the problem", "[actors][gateway]") {
+  node_fixture node;
+  auto c = node.connect();
+  auto garbage = c->call(verb::submit, std::string("\xc1\xc1\xc1", 3));
+  REQUIRE_FALSE(garbage);
+  CHECK_THAT(garbage.error(), Catch::Contains("malformed"));
+  submit_request req;
+  req.spec.command = {};
+  auto invalid = c->call<submit_reply>(verb::submit, req);
+  REQUIRE_FALSE(invalid);
+  CHECK_THAT(invalid.error(), Catch::Contains("command: missing"));
+  auto unknown = c->call(static_cast<verb>(999), std::string{});
+  REQUIRE_FALSE(unknown);
+  CHECK_THAT(unknown.error(), Catch::Contains("unknown verb"));
+  auto missing = c->call<show_reply>(verb::show, id_request{"ZZZZZZZZ"});
+  REQUIRE_FALSE(missing);
+  CHECK_THAT(missing.error(), Catch::Contains("no job"));
+  auto bad_dep = sh("true");
+  bad_dep.after.push_back({"ok", job_id::generate()});
+  submit_request dep_req;
+  dep_req.spec = bad_dep;
+  auto dep = c->call<submit_reply>(verb::submit, dep_req);
+  REQUIRE_FALSE(dep);
+  CHECK_THAT(dep.error(), Catch::Contains("after: no job"));
+}
+
+TEST_CASE("a client with the wrong secret is refused", "[actors][gateway]") {
+  node_fixture node;
+  auto c = client::connect({node.address}, "wrong-secret-0123456789");
+  REQUIRE_FALSE(c);
+  CHECK_THAT(c.error(), Catch::Contains("does not know this cluster's secret"));
+}
+
+TEST_CASE("requests before authentication are refused", "[actors][gateway]") {
+  node_fixture node;
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto port = std::stoi(node.address.substr(node.address.rfind(':') + 1));
+  auto gw = sys.middleman().remote_actor("127.0.0.1", static_cast<uint16_t>(port));
+  REQUIRE(gw);
+  std::string problem;
+  self->request(*gw, std::chrono::seconds(10),
+                envelope{static_cast<uint16_t>(verb::list), encode(list_request{})})
+    .receive([&](std::string&) { problem = "answered"; },
+             [&](caf::error& e) { problem = describe(e); });
+  CHECK_THAT(problem, Catch::Contains("not authenticated"));
+}
+
+TEST_CASE("the journal actor commits concurrent writes and answers each writer",
+          "[actors][journal]") {
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  char tmpl[] = "/tmp/monkey-jactor-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  auto j = journal::open(dir, nullptr);
+  REQUIRE(j);
+  std::shared_ptr<journal> store = std::move(*j);
+  auto ja = spawn_journal(sys, store);
+  caf::scoped_actor self{sys};
+  caf::actor test = self;
+  // One writer sends 200 writes without waiting: they land in the mailbox together and
+  // are grouped into few commits; every one of them must still be answered.
+  sys.spawn([=](caf::event_based_actor* a) -> caf::behavior {
+    auto answered = std::make_shared<int>(0);
+    for (int i = 0; i < 200; ++i) {
+      write_batch b;
+      job_record rec;
+      rec.id = job_id::generate();
+      rec.spec.command = {"x"};
+      rec.version = 1;
+      b.records.push_back(rec);
+      a->request(ja, std::chrono::seconds(30), atoms::write::value, std::move(b))
+        .then([=](bool) {
+          if (++*answered == 200) {
+            a->send(test, *answered);
+            a->quit();
+          }
+        });
+    }
+    return {[](int) {}};
+  });
+  int replies = 0;
+  self->receive([&](int n) { replies = n; }, caf::after(std::chrono::seconds(60)) >> [] {});
+  CHECK(replies == 200);
+  record_list loaded;
+  self->request(ja, std::chrono::seconds(30), atoms::load::value)
+    .receive([&](record_list& r) { loaded = std::move(r); }, [](caf::error&) {});
+  CHECK(loaded.size() == 200);
+  caf::anon_send_exit(ja, caf::exit_reason::user_shutdown);
+}

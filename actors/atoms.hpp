@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The atoms of Monkey's in-process messages (CAF 0.17 form, at most 10 characters).
+
+#include <caf/atom.hpp>
+
+namespace monkey::atoms {
+
+using write = caf::atom_constant<caf::atom("m_write")>;
+using metric = caf::atom_constant<caf::atom("m_metric")>;
+using flush = caf::atom_constant<caf::atom("m_flush")>;
+using load = caf::atom_constant<caf::atom("m_load")>;
+using last_metrics = caf::atom_constant<caf::atom("m_lastmet")>;
+using compact = caf::atom_constant<caf::atom("m_compact")>;
+using spawned = caf::atom_constant<caf::atom("m_spawned")>;
+using exited = caf::atom_constant<caf::atom("m_exited")>;
+using started = caf::atom_constant<caf::atom("m_started")>;
+using done = caf::atom_constant<caf::atom("m_done")>;
+using stop = caf::atom_constant<caf::atom("m_stop")>;
+using kill = caf::atom_constant<caf::atom("m_kill")>;
+using timeout = caf::atom_constant<caf::atom("m_timeout")>;
+using tick = caf::atom_constant<caf::atom("m_tick")>;
+using schedule = caf::atom_constant<caf::atom("m_sched")>;
+using shutdown = caf::atom_constant<caf::atom("m_shutdn")>;
+
+} // namespace monkey::atoms

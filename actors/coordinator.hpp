@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The coordinator owns this node's jobs: it accepts submissions (durable in the journal
+// before they are acknowledged), places queued jobs by priority with EASY backfill,
+// starts one worker per attempt, applies retries, requeues and timeouts, and answers the
+// client verbs. At start (and after a restart) it rebuilds its state from the journal:
+// attempts of an earlier incarnation are killed and requeued as lost.
+//
+// Receives: envelope (client verbs, from the gateway), the worker messages of
+// actors/worker.hpp, (shutdown, bool drain) → true once no job runs.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+
+#include "devices/device.hpp"
+#include "runtime/ids.hpp"
+#include "runtime/launcher.hpp"
+#include "runtime/placement.hpp"
+
+namespace monkey {
+
+struct coordinator_config {
+  node_id node;
+  uint32_t incarnation = 0;
+  std::string data_dir;
+  std::string address;
+  resources total;
+  std::vector<int> gpu_indices;
+  std::vector<devices::device_info> devices;
+  std::chrono::milliseconds kill_grace{10000};
+  int64_t retention_ms = 7LL * 24 * 3600 * 1000;
+  std::string cgroup_base; ///< "" when cgroups are not usable
+  int32_t pid = 0;
+  int64_t started_ms = 0;
+  std::string version;
+};
+
+caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_config cfg, caf::actor journal,
+                             std::shared_ptr<launcher> launch);
+
+} // namespace monkey

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/gateway.hpp"
+
+#include <map>
+#include <set>
+
+#include <caf/all.hpp>
+
+#include "runtime/auth.hpp"
+#include "runtime/envelope.hpp"
+#include "runtime/errc.hpp"
+#include "runtime/logging.hpp"
+#include "runtime/messages/client.hpp"
+
+namespace monkey {
+
+namespace {
+
+/// Bounds on what one node keeps for clients that have not authenticated.
+constexpr size_t max_pending_challenges = 4096;
+
+struct gateway_state {
+  std::string secret;
+  std::string node;
+  caf::actor coordinator;
+  std::map<caf::actor_addr, std::string> challenges; ///< client → nonce sent
+  std::set<caf::actor_addr> authenticated;
+  std::shared_ptr<spdlog::logger> log;
+  static inline const char* name = "gateway";
+};
+
+using gateway_actor = caf::stateful_actor<gateway_state>;
+
+caf::behavior gateway_impl(gateway_actor* self, std::string secret, std::string node,
+                           caf::actor coordinator) {
+  auto& st = self->state;
+  st.secret = std::move(secret);
+  st.node = std::move(node);
+  st.coordinator = std::move(coordinator);
+  st.log = logger("gateway");
+  self->set_down_handler([=](const caf::down_msg& dm) {
+    self->state.challenges.erase(dm.source);
+    self->state.authenticated.erase(dm.source);
+  });
+  return {
+    [=](const envelope& env) -> caf::result<std::string> {
+      auto& st = self->state;
+      auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+      if (!sender)
+        return make_error(errc::refused, "anonymous messages are not accepted");
+      switch (static_cast<verb>(env.verb)) {
+        case verb::hello: {
+          auto req = decode<hello_request>(env.body, "hello");
+          if (!req)
+            return make_error(errc::bad_request, req.error());
+          if (req->protocol != protocol_version)
+            return make_error(errc::refused, "protocol version mismatch: client speaks "
+                                               + std::to_string(req->protocol) + ", node speaks "
+                                               + std::to_string(protocol_version));
+          if (st.challenges.size() >= max_pending_challenges)
+            return make_error(errc::busy, "too many unauthenticated clients; try again");
+          hello_reply r;
+          r.nonce = make_nonce();
+          r.node = st.node;
+          if (!st.challenges.count(sender) && !st.authenticated.count(sender))
+            self->monitor(sender);
+          st.challenges[sender] = r.nonce;
+          return encode(r);
+        }
+        case verb::auth: {
+          auto req = decode<auth_request>(env.body, "auth");
+          if (!req)
+            return make_error(errc::bad_request, req.error());
+          auto it = st.challenges.find(sender);
+          if (it == st.challenges.end())
+            return make_error(errc::refused, "authentication refused: no challenge was issued "
+                                             "to this client (send hello first)");
+          auto nonce = it->second;
+          st.challenges.erase(it);
+          if (req->client_nonce.size() < 16
+              || !equal_digest(req->proof,
+                               client_proof(st.secret, nonce, req->client_nonce, req->user))) {
+            st.log->warn("refused client {}@{}: wrong cluster secret", req->user, req->host);
+            return make_error(errc::refused,
+                              "authentication failed: the client does not know this cluster's "
+                              "secret (check --secret-file / MONKEY_SECRET_FILE)");
+          }
+          st.authenticated.insert(sender);
+          SPDLOG_LOGGER_DEBUG(st.log, "client {}@{} authenticated", req->user, req->host);
+          return encode(auth_reply{server_proof(st.secret, nonce, req->client_nonce)});
+        }
+        default:
+          if (!st.authenticated.count(sender))
+            return make_error(errc::unauthenticated,
+                              "not authenticated: prove the cluster secret first");
+          self->delegate(st.coordinator, env);
+          return caf::delegated<std::string>{};
+      }
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_gateway(caf::actor_system& sys, std::string secret, std::string node,
+                         caf::actor coordinator) {
+  return sys.spawn(gateway_impl, std::move(secret), std::move(node), std::move(coordinator));
+}
+
+} // namespace monkey

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/journal_actor.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/messages.hpp"
+#include "runtime/errc.hpp"
+#include "runtime/logging.hpp"
+
+namespace monkey {
+
+namespace {
+
+struct journal_state {
+  std::shared_ptr<journal> store;
+  std::shared_ptr<spdlog::logger> log;
+  write_batch pending;
+  std::vector<caf::response_promise> waiting;
+  bool flush_queued = false;
+  bool metric_flush_queued = false;
+  static inline const char* name = "journal";
+};
+
+using journal_actor = caf::stateful_actor<journal_state>;
+
+void commit(journal_actor* self) {
+  auto& st = self->state;
+  st.flush_queued = false;
+  if (st.pending.empty() && st.waiting.empty())
+    return;
+  write_batch batch;
+  std::swap(batch, st.pending);
+  std::vector<caf::response_promise> waiting;
+  std::swap(waiting, st.waiting);
+  auto err = st.store->write(batch);
+  if (!err.empty()) {
+    st.log->error("commit of {} records and {} metrics failed: {}", batch.records.size(),
+                  batch.metrics.size(), err);
+    for (auto& rp : waiting)
+      rp.deliver(make_error(errc::journal_failure, "journal write failed: " + err));
+    return;
+  }
+  SPDLOG_LOGGER_DEBUG(st.log, "committed {} records, {} metrics, {} writers", batch.records.size(),
+                      batch.metrics.size(), waiting.size());
+  for (auto& rp : waiting)
+    rp.deliver(true);
+}
+
+caf::behavior journal_impl(journal_actor* self, std::shared_ptr<journal> store) {
+  self->state.store = std::move(store);
+  self->state.log = logger("journal");
+  return {
+    [=](atoms::write, write_batch& batch) {
+      auto& st = self->state;
+      for (auto& r : batch.records)
+        st.pending.records.push_back(std::move(r));
+      auto rp = self->make_response_promise();
+      st.waiting.push_back(rp);
+      // Everything already in the mailbox joins this commit: the flush goes behind it.
+      if (!st.flush_queued) {
+        st.flush_queued = true;
+        self->send(self, atoms::flush::value);
+      }
+    },
+    [=](atoms::metric, metric_batch& points) {
+      auto& st = self->state;
+      for (auto& p : points)
+        st.pending.metrics.push_back(std::move(p));
+      if (!st.metric_flush_queued) {
+        st.metric_flush_queued = true;
+        self->delayed_send(self, std::chrono::milliseconds(250), atoms::flush::value);
+      }
+    },
+    [=](atoms::flush) {
+      self->state.metric_flush_queued = false;
+      commit(self);
+    },
+    [=](atoms::flush, bool) {
+      commit(self); // a synchronous flush, asked for at shutdown
+      return true;
+    },
+    [=](atoms::load) -> caf::result<record_list> {
+      auto recs = self->state.store->load_jobs();
+      if (!recs)
+        return make_error(errc::journal_failure, "cannot load the journal: " + recs.error());
+      return std::move(*recs);
+    },
+    [=](atoms::last_metrics, const job_id& id) -> caf::result<metric_map> {
+      commit(self); // reads see every metric received so far
+      auto last = self->state.store->last_metrics(id);
+      if (!last)
+        return make_error(errc::journal_failure, last.error());
+      metric_map out;
+      for (auto& [k, m] : *last)
+        out[k] = m.value;
+      return out;
+    },
+    [=](atoms::compact, int64_t cutoff_ms) -> caf::result<size_t> {
+      commit(self);
+      auto n = self->state.store->compact(cutoff_ms);
+      if (!n)
+        return make_error(errc::journal_failure, n.error());
+      if (*n > 0)
+        self->state.log->info("compacted {} finished jobs", *n);
+      return *n;
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_journal(caf::actor_system& sys, std::shared_ptr<journal> store) {
+  return sys.spawn<caf::detached>(journal_impl, std::move(store));
+}
+
+} // namespace monkey

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// In-process message types between Monkey's actors. They never cross the network (only
+// runtime/envelope.hpp does), so they are allowed as unsafe (unserializable) types.
+
+#include <caf/allowed_unsafe_message_type.hpp>
+
+#include "runtime/job.hpp"
+#include "runtime/journal.hpp"
+#include "runtime/launcher.hpp"
+
+namespace monkey {
+
+/// How an attempt ended, as the worker saw it.
+struct attempt_result {
+  std::string outcome; ///< succeeded, failed, timeout, cancelled, requeued
+  std::string cause;
+  exit_info exit;
+};
+
+using metric_batch = std::vector<metric_point>;
+using record_list = std::vector<job_record>;
+using metric_map = std::map<std::string, double>;
+
+} // namespace monkey
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::write_batch)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::metric_batch)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::record_list)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::metric_map)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::launch_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::exit_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::attempt_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::job_id)

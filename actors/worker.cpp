@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/worker.hpp"
+
+#include <csignal>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/messages.hpp"
+#include "runtime/logging.hpp"
+#include "runtime/proc.hpp"
+
+namespace monkey {
+
+namespace {
+
+struct worker_state {
+  worker_args args;
+  caf::actor coordinator;
+  caf::actor journal;
+  std::shared_ptr<launcher> launch;
+  std::shared_ptr<spdlog::logger> log;
+  int pid = 0;
+  int pgid = 0;
+  std::string cgroup;
+  bool exited = false;
+  std::string stop_reason; ///< "", "timeout", "cancelled", "requeued"
+  bool killed = false;     ///< SIGKILL sent after the grace period
+  uint64_t log_offset = 0;
+  std::string partial_line;
+  double tokens = 0;
+  int64_t last_refill_ms = 0;
+  uint64_t dropped_metrics = 0;
+  static inline const char* name = "worker";
+};
+
+using worker_actor = caf::stateful_actor<worker_state>;
+
+// Reads new stdout bytes and forwards MONKEY_METRIC lines to the journal, rate-capped.
+void scan_metrics(worker_actor* self) {
+  auto& st = self->state;
+  if (st.args.stdout_path.empty())
+    return;
+  int fd = ::open(st.args.stdout_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  metric_batch points;
+  char buf[65536];
+  auto now = now_ms();
+  auto rate = static_cast<double>(st.args.metric_rate);
+  st.tokens = std::min(rate * 10, st.tokens + rate * static_cast<double>(now - st.last_refill_ms)
+                                                / 1000.0);
+  st.last_refill_ms = now;
+  for (int rounds = 0; rounds < 64; ++rounds) {
+    auto n = ::pread(fd, buf, sizeof(buf), static_cast<off_t>(st.log_offset));
+    if (n <= 0)
+      break;
+    st.log_offset += static_cast<uint64_t>(n);
+    st.partial_line.append(buf, static_cast<size_t>(n));
+    size_t start = 0;
+    for (;;) {
+      auto nl = st.partial_line.find('\n', start);
+      if (nl == std::string::npos)
+        break;
+      std::string_view line(st.partial_line.data() + start, nl - start);
+      std::vector<std::pair<std::string, double>> kv;
+      if (parse_metric_line(line, kv)) {
+        for (auto& [k, v] : kv) {
+          if (st.tokens < 1) {
+            ++st.dropped_metrics;
+            continue;
+          }
+          st.tokens -= 1;
+          points.push_back(metric_point{st.args.job, st.args.attempt, now, k, v});
+        }
+      }
+      start = nl + 1;
+    }
+    st.partial_line.erase(0, start);
+    if (st.partial_line.size() > 65536) // a line that long is no metric line
+      st.partial_line.clear();
+  }
+  ::close(fd);
+  if (!points.empty())
+    self->send(st.journal, atoms::metric::value, std::move(points));
+}
+
+void begin_stop(worker_actor* self, const std::string& reason) {
+  auto& st = self->state;
+  if (st.exited || !st.stop_reason.empty())
+    return;
+  st.stop_reason = reason;
+  if (st.pid > 0) {
+    signal_job(st.cgroup, st.pgid, SIGTERM);
+    self->delayed_send(self, st.args.kill_grace, atoms::kill::value);
+  }
+}
+
+attempt_result judge(worker_state& st, const exit_info& ex) {
+  attempt_result r;
+  r.exit = ex;
+  auto sig_text = [&] {
+    return "killed by signal " + std::to_string(ex.term_signal) + " ("
+           + signal_name(ex.term_signal) + ")";
+  };
+  std::string how = ex.term_signal ? sig_text() : "exit " + std::to_string(ex.exit_code);
+  if (st.stop_reason == "timeout") {
+    r.outcome = "timeout";
+    r.cause = "timeout after " + std::to_string(static_cast<int64_t>(st.args.timeout_s))
+              + " s (" + (st.killed ? "SIGKILL after the grace period" : how) + ")";
+  } else if (st.stop_reason == "cancelled") {
+    r.outcome = "cancelled";
+    r.cause = "cancelled (" + how + ")";
+  } else if (st.stop_reason == "requeued") {
+    r.outcome = "requeued";
+    r.cause = "stopped for requeue: the runtime is shutting down (" + how + ")";
+  } else if (ex.term_signal == 0 && ex.exit_code == 0) {
+    r.outcome = "succeeded";
+    r.cause = "exit 0";
+  } else {
+    r.outcome = "failed";
+    r.cause = how;
+    if (cgroup_oom_killed(st.cgroup)) {
+      r.cause = "killed by the OOM killer (cgroup memory.events)";
+    } else if (ex.term_signal == SIGKILL) {
+      bool near_limit = st.args.mem_limit_mb > 0
+                        && ex.max_rss_kb >= st.args.mem_limit_mb * 1024 * 9 / 10;
+      r.cause += near_limit ? "; probably the OOM killer (best guess: its peak memory was near "
+                              "its limit, and no cgroup memory accounting is available here)"
+                            : "; possibly the OOM killer (best guess: no cgroup memory "
+                              "accounting is available here)";
+    }
+  }
+  return r;
+}
+
+caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coordinator,
+                          caf::actor journal, std::shared_ptr<launcher> launch) {
+  auto& st = self->state;
+  st.args = std::move(args);
+  st.coordinator = std::move(coordinator);
+  st.journal = std::move(journal);
+  st.launch = std::move(launch);
+  st.log = logger("worker");
+  st.last_refill_ms = now_ms();
+  st.tokens = st.args.metric_rate * 10.0;
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  auto on_exit = [me](const exit_info& ex) { caf::anon_send(me, atoms::exited::value, ex); };
+  auto arm_timeout = [self] {
+    auto& st = self->state;
+    if (st.args.timeout_s <= 0)
+      return;
+    auto deadline = st.args.started_ms + static_cast<int64_t>(st.args.timeout_s * 1000);
+    auto left = std::max<int64_t>(0, deadline - now_ms());
+    self->delayed_send(self, std::chrono::milliseconds(left), atoms::timeout::value);
+  };
+  if (st.args.adopt_pid > 0) {
+    st.pid = st.args.adopt_pid;
+    st.pgid = st.args.pgid;
+    st.cgroup = st.args.cgroup_dir;
+    if (!st.launch->adopt(st.pid, on_exit)) {
+      // Gone without our launcher seeing it: nothing to report but that it was lost.
+      exit_info ex;
+      ex.pid = st.pid;
+      ex.term_signal = SIGKILL;
+      caf::anon_send(me, atoms::exited::value, ex);
+    }
+    arm_timeout();
+    self->send(self, atoms::tick::value);
+  } else {
+    st.launch->spawn(
+      st.args.request,
+      [me](const launch_result& res) { caf::anon_send(me, atoms::spawned::value, res); },
+      on_exit);
+  }
+  return {
+    [=](atoms::spawned, const launch_result& res) {
+      auto& st = self->state;
+      if (!res.error.empty()) {
+        attempt_result r;
+        r.outcome = "failed";
+        r.cause = res.error;
+        self->send(st.coordinator, atoms::done::value, st.args.job, st.args.attempt, r);
+        self->quit();
+        return;
+      }
+      st.pid = res.pid;
+      st.pgid = res.pgid;
+      st.cgroup = res.cgroup_dir;
+      self->send(st.coordinator, atoms::started::value, st.args.job, st.args.attempt, res);
+      arm_timeout();
+      if (!st.stop_reason.empty()) { // a stop arrived before the child ran
+        auto why = st.stop_reason;
+        st.stop_reason.clear();
+        begin_stop(self, why);
+      }
+      self->send(self, atoms::tick::value);
+    },
+    [=](atoms::exited, const exit_info& ex) {
+      auto& st = self->state;
+      st.exited = true;
+      scan_metrics(self);
+      if (st.dropped_metrics > 0)
+        st.log->warn("job {} attempt {}: dropped {} metric points over the rate cap of {}/s",
+                     st.args.job.short_str(), st.args.attempt, st.dropped_metrics,
+                     st.args.metric_rate);
+      auto r = judge(st, ex);
+      // Whatever the main process left behind in its group or cgroup goes with it.
+      signal_job(st.cgroup, st.pgid, SIGKILL);
+      cgroup_remove(st.cgroup);
+      self->send(st.coordinator, atoms::done::value, st.args.job, st.args.attempt, r);
+      self->quit();
+    },
+    [=](atoms::stop, const std::string& why) {
+      auto& st = self->state;
+      if (st.pid == 0) { // not spawned yet: remember
+        if (st.stop_reason.empty())
+          st.stop_reason = why;
+        return;
+      }
+      begin_stop(self, why);
+    },
+    [=](atoms::timeout) { begin_stop(self, "timeout"); },
+    [=](atoms::kill) {
+      auto& st = self->state;
+      if (!st.exited) {
+        st.killed = true;
+        signal_job(st.cgroup, st.pgid, SIGKILL);
+      }
+    },
+    [=](atoms::tick) {
+      if (self->state.exited)
+        return;
+      scan_metrics(self);
+      self->delayed_send(self, std::chrono::milliseconds(500), atoms::tick::value);
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_worker(caf::actor_system& sys, worker_args args, caf::actor coordinator,
+                        caf::actor journal, std::shared_ptr<launcher> launch) {
+  return sys.spawn(worker_impl, std::move(args), std::move(coordinator), std::move(journal),
+                   std::move(launch));
+}
+
+} // namespace monkey

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// What a node can offer: its CPU and its CUDA GPUs. Plain C++: no CAF. CUDA code stays in
+// this folder and is built only when nvcc is found.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace monkey::devices {
+
+struct device_info {
+  std::string name;  ///< "cpu0", "cuda0", ...
+  std::string kind;  ///< "cpu" or "cuda"
+  std::string model; ///< CPU model name or GPU name
+  int32_t slots = 0; ///< cpus for the CPU, 1 for a GPU
+  int64_t memory_mb = 0;
+  double gflops = 0; ///< measured GEMM speed; 0 when not measured
+  int32_t index = -1; ///< CUDA device index
+};
+
+/// Discovers the CPU (cores, memory, model).
+device_info discover_cpu();
+
+/// Discovers CUDA GPUs; any CUDA error, a missing driver or a build without CUDA
+/// gives none, and `why_none` says why.
+std::vector<device_info> discover_gpus(std::string* why_none);
+
+/// True when this build includes the CUDA code.
+bool built_with_cuda();
+
+} // namespace monkey::devices

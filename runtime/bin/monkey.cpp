@@ -1,0 +1,513 @@
+// SPDX-License-Identifier: Apache-2.0
+// monkey: the command line of a Monkey cluster (submit, jobs, status, show, logs, cancel,
+// why, devices, nodes, console). Errors go to stderr; --json on every listing verb.
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "runtime/auth.hpp"
+#include "runtime/client.hpp"
+#include "runtime/spec_parser.hpp"
+
+using namespace monkey;
+using json = nlohmann::json;
+
+namespace {
+
+// Exit codes of `submit --wait` for outcomes that are not the job's own exit code.
+constexpr int exit_usage = 2;
+constexpr int exit_lost = 123;
+constexpr int exit_timed_out = 124;
+constexpr int exit_cancelled = 125;
+
+int fail(const std::string& msg, int code = 1) {
+  std::fprintf(stderr, "monkey: %s\n", msg.c_str());
+  return code;
+}
+
+std::string age(int64_t ms) {
+  auto s = (now_ms() - ms) / 1000;
+  if (s < 60)
+    return std::to_string(s) + "s";
+  if (s < 3600)
+    return std::to_string(s / 60) + "m";
+  if (s < 86400)
+    return std::to_string(s / 3600) + "h";
+  return std::to_string(s / 86400) + "d";
+}
+
+std::string clock_time(int64_t ms) {
+  if (ms <= 0)
+    return "-";
+  time_t t = ms / 1000;
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+  return buf;
+}
+
+json to_json(const job_summary& s) {
+  return {{"id", s.id.str()},         {"name", s.name},
+          {"state", to_string(s.state)}, {"attempts", s.attempts},
+          {"priority", s.priority},   {"cpus", s.cpus},
+          {"gpus", s.gpus},           {"submitted_ms", s.submitted_ms},
+          {"updated_ms", s.updated_ms}, {"exit_code", s.exit_code},
+          {"reason", s.reason}};
+}
+
+json to_json(const attempt_record& a) {
+  return {{"number", a.number},       {"attempt_id", a.id.str()}, {"outcome", a.outcome},
+          {"cause", a.cause},         {"started_ms", a.started_ms}, {"ended_ms", a.ended_ms},
+          {"pid", a.pid},             {"pgid", a.pgid},           {"exit_code", a.exit_code},
+          {"signal", a.term_signal},  {"max_rss_kb", a.max_rss_kb}, {"cpu_s", a.cpu_s},
+          {"log_out", a.log_out},     {"log_err", a.log_err}};
+}
+
+json to_json(const show_reply& r) {
+  auto& rec = r.record;
+  json attempts = json::array();
+  for (auto& a : rec.attempts)
+    attempts.push_back(to_json(a));
+  json deps = json::array();
+  for (auto& d : rec.spec.after)
+    deps.push_back(d.kind + ":" + d.job.str());
+  return {{"id", rec.id.str()},
+          {"name", display_name(rec.spec)},
+          {"state", to_string(rec.state)},
+          {"reason", rec.reason},
+          {"version", rec.version},
+          {"owner", rec.owner.str()},
+          {"user", rec.spec.user},
+          {"host", rec.spec.host},
+          {"command", rec.spec.command},
+          {"app", rec.spec.app},
+          {"params", rec.spec.params},
+          {"cpus", rec.spec.cpus},
+          {"gpus", rec.spec.gpus},
+          {"mem_mb", rec.spec.mem_mb},
+          {"retries", rec.spec.retries},
+          {"retries_used", rec.retries_used},
+          {"max_requeues", rec.spec.max_requeues},
+          {"requeues_used", rec.requeues_used},
+          {"timeout_s", rec.spec.timeout_s},
+          {"priority", rec.spec.priority},
+          {"seed", rec.spec.seed},
+          {"array_index", rec.spec.array_index},
+          {"after", deps},
+          {"submitted_ms", rec.submitted_ms},
+          {"updated_ms", rec.updated_ms},
+          {"attempts", attempts},
+          {"metrics", r.last_metrics},
+          {"why", r.why}};
+}
+
+json to_json(const status_reply& s) {
+  json devs = json::array();
+  for (auto& d : s.devices)
+    devs.push_back({{"name", d.name},   {"kind", d.kind},
+                    {"model", d.model}, {"slots", d.slots},
+                    {"free_slots", d.free_slots}, {"memory_mb", d.memory_mb},
+                    {"gflops", d.gflops}});
+  return {{"node", s.node},           {"incarnation", s.incarnation}, {"address", s.address},
+          {"pid", s.pid},             {"started_ms", s.started_ms},   {"version", s.version},
+          {"accepting", s.accepting}, {"jobs", s.jobs_by_state},      {"cpus_total", s.cpus_total},
+          {"cpus_free", s.cpus_free}, {"gpus_total", s.gpus_total},   {"gpus_free", s.gpus_free},
+          {"mem_total_mb", s.mem_total_mb}, {"mem_free_mb", s.mem_free_mb}, {"devices", devs}};
+}
+
+struct globals {
+  std::string address;
+  std::string secret_file;
+  bool json = false;
+};
+
+expected<std::unique_ptr<client>> open_client(const globals& g) {
+  auto secret_path = find_secret_file(g.secret_file);
+  auto secret = load_secret(secret_path, false);
+  if (!secret)
+    return failure{secret.error()};
+  return client::connect(find_addresses(g.address), *secret);
+}
+
+int exit_code_of(const job_record& rec) {
+  switch (rec.state) {
+    case job_state::succeeded: return 0;
+    case job_state::cancelled: return exit_cancelled;
+    case job_state::timed_out: return exit_timed_out;
+    case job_state::lost: return exit_lost;
+    default: break;
+  }
+  if (rec.attempts.empty())
+    return 1;
+  auto& a = rec.attempts.back();
+  if (a.term_signal > 0)
+    return 128 + a.term_signal;
+  return a.exit_code > 0 ? a.exit_code : 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  // Everything after the first "--" is the job's command, untouched by option parsing.
+  std::vector<std::string> command;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      for (int j = i + 1; j < argc; ++j)
+        command.push_back(argv[j]);
+      break;
+    }
+    args.push_back(argv[i]);
+  }
+
+  globals g;
+  CLI::App app{"monkey: run and watch jobs on a Monkey cluster"};
+  app.require_subcommand(1);
+  app.add_option("--address", g.address, "node HOST:PORT (else MONKEY_ADDRESS, the cluster file, localhost:4700)");
+  app.add_option("--secret-file", g.secret_file, "cluster secret (else MONKEY_SECRET_FILE, MONKEY_HOME/secret)");
+  app.add_flag("--json", g.json, "machine-readable output");
+
+  // submit
+  auto* submit = app.add_subcommand("submit", "submit a job: monkey submit [OPTIONS] -- CMD ARGS...");
+  std::string name, file, timeout, mem, gpu_mem, workdir, array, app_name;
+  int cpus = 1, gpus = 0, retries = 0, max_requeues = 5, priority = 0;
+  uint64_t seed = 0;
+  std::vector<std::string> sets, envs, afters, tags;
+  bool wait = false;
+  submit->add_option("--name", name, "job name");
+  submit->add_option("--file", file, "YAML or JSON spec file (flags override it)");
+  submit->add_option("--app", app_name, "run an actor app instead of a command");
+  submit->add_option("--cpus", cpus, "CPUs")->check(CLI::Range(1, 4096));
+  submit->add_option("--gpus", gpus, "whole GPUs")->check(CLI::Range(0, 64));
+  submit->add_option("--gpu-mem", gpu_mem, "memory per GPU, e.g. 8G");
+  submit->add_option("--mem", mem, "memory, e.g. 512M");
+  submit->add_option("--tag", tags, "required node tag (repeatable)");
+  submit->add_option("--retries", retries, "more attempts after the job fails")->check(CLI::Range(0, 1000));
+  submit->add_option("--max-requeues", max_requeues, "attempts lost to node crashes that are requeued")->check(CLI::Range(0, 1000));
+  submit->add_option("--timeout", timeout, "time limit per attempt, e.g. 90s, 10m, 2h");
+  submit->add_option("--priority", priority, "higher runs first");
+  submit->add_option("--workdir", workdir, "working directory");
+  submit->add_option("--env", envs, "NAME=VALUE (repeatable)");
+  submit->add_option("--seed", seed, "random seed (MONKEY_SEED)");
+  submit->add_option("--set", sets, "parameter NAME=VALUE (repeatable)");
+  submit->add_option("--after", afters, "ok:ID or any:ID (repeatable)");
+  submit->add_option("--array", array, "array of jobs, e.g. 0-99, 1,3,5 or 0-99:10");
+  submit->add_flag("--wait", wait, "wait for the job and exit with its exit code");
+
+  auto* jobs = app.add_subcommand("jobs", "list jobs");
+  std::string state_filter;
+  uint32_t limit = 0;
+  jobs->add_option("--state", state_filter, "only jobs in this state");
+  jobs->add_option("--limit", limit, "only the newest N");
+  auto* status = app.add_subcommand("status", "node status");
+  std::string job_arg;
+  auto* show = app.add_subcommand("show", "a job's record, attempts and last metrics");
+  show->add_option("ID", job_arg, "job id (full or a unique suffix)")->required();
+  auto* logs = app.add_subcommand("logs", "a job's output");
+  bool follow = false, stderr_stream = false;
+  int attempt = 0;
+  logs->add_option("ID", job_arg, "job id")->required();
+  logs->add_flag("-f,--follow", follow, "follow until the job ends");
+  logs->add_flag("--err", stderr_stream, "stderr instead of stdout");
+  logs->add_option("--attempt", attempt, "attempt number (default: the latest)");
+  auto* cancel = app.add_subcommand("cancel", "cancel a job");
+  cancel->add_option("ID", job_arg, "job id")->required();
+  auto* why = app.add_subcommand("why", "why a job waits");
+  why->add_option("ID", job_arg, "job id")->required();
+  auto* devices = app.add_subcommand("devices", "devices of the node");
+  auto* nodes = app.add_subcommand("nodes", "nodes of the cluster");
+
+  try {
+    app.parse(static_cast<int>(args.size()), args.data());
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (!command.empty() && !submit->parsed())
+    return fail("'--' and a command only go with submit", exit_usage);
+
+  auto conn = open_client(g);
+  if (!conn)
+    return fail(conn.error());
+  auto& c = **conn;
+
+  if (submit->parsed()) {
+    job_spec spec;
+    if (!file.empty()) {
+      auto parsed = parse_spec_file(file);
+      if (!parsed)
+        return fail(parsed.error(), exit_usage);
+      spec = *parsed;
+    }
+    auto given = [&](const char* flag) { return submit->count(flag) > 0; };
+    if (!command.empty())
+      spec.command = command;
+    if (given("--app"))
+      spec.app = app_name;
+    if (given("--name"))
+      spec.name = name;
+    if (given("--cpus"))
+      spec.cpus = cpus;
+    if (given("--gpus"))
+      spec.gpus = gpus;
+    if (given("--retries"))
+      spec.retries = retries;
+    if (given("--max-requeues"))
+      spec.max_requeues = max_requeues;
+    if (given("--priority"))
+      spec.priority = priority;
+    if (given("--workdir"))
+      spec.workdir = workdir;
+    if (given("--array"))
+      spec.array = array;
+    if (given("--seed")) {
+      spec.seed = seed;
+      spec.has_seed = true;
+    }
+    if (given("--timeout")) {
+      auto t = parse_duration_s(timeout);
+      if (!t)
+        return fail("--timeout: " + t.error(), exit_usage);
+      spec.timeout_s = *t;
+    }
+    if (given("--mem")) {
+      auto m = parse_memory_mb(mem);
+      if (!m)
+        return fail("--mem: " + m.error(), exit_usage);
+      spec.mem_mb = *m;
+    }
+    if (given("--gpu-mem")) {
+      auto m = parse_memory_mb(gpu_mem);
+      if (!m)
+        return fail("--gpu-mem: " + m.error(), exit_usage);
+      spec.gpu_mem_mb = *m;
+    }
+    for (auto& t : tags)
+      spec.tags.push_back(t);
+    for (auto& kv : sets) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0)
+        return fail("--set " + kv + ": expected NAME=VALUE", exit_usage);
+      spec.params[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    for (auto& kv : envs) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0)
+        return fail("--env " + kv + ": expected NAME=VALUE", exit_usage);
+      spec.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    for (auto& a : afters) {
+      auto d = parse_dependency(a);
+      if (!d)
+        return fail("--after: " + d.error(), exit_usage);
+      spec.after.push_back(*d);
+    }
+    if (!spec.workdir.empty() && spec.workdir[0] != '/') {
+      char cwd[4096];
+      if (::getcwd(cwd, sizeof(cwd)))
+        spec.workdir = std::string(cwd) + "/" + spec.workdir;
+    } else if (spec.workdir.empty()) {
+      char cwd[4096];
+      if (::getcwd(cwd, sizeof(cwd)))
+        spec.workdir = cwd;
+    }
+    if (auto* u = std::getenv("USER"))
+      spec.user = u;
+    char host[256] = {0};
+    ::gethostname(host, sizeof(host) - 1);
+    spec.host = host;
+    if (auto problem = validate(spec); !problem.empty())
+      return fail("invalid job: " + problem, exit_usage);
+    submit_request req;
+    req.spec = spec;
+    std::string key(16, '\0');
+    random_bytes(key.data(), key.size());
+    static const char hex[] = "0123456789abcdef";
+    for (auto ch : key) {
+      req.client_key += hex[(static_cast<unsigned char>(ch) >> 4) & 15];
+      req.client_key += hex[static_cast<unsigned char>(ch) & 15];
+    }
+    auto r = c.call<submit_reply>(verb::submit, req);
+    if (!r)
+      return fail("submit: " + r.error());
+    if (g.json) {
+      json ids = json::array();
+      for (auto& id : r->ids)
+        ids.push_back(id.str());
+      std::cout << json{{"ids", ids}}.dump() << "\n";
+    } else {
+      if (r->ids.size() > 1)
+        std::cout << "submitted " << r->ids.size() << " jobs\n";
+      for (auto& id : r->ids)
+        std::cout << id.str() << "\n";
+    }
+    std::cout.flush();
+    if (!wait)
+      return 0;
+    int worst = 0;
+    for (auto& id : r->ids) {
+      for (;;) {
+        auto s = c.call<show_reply>(verb::show, id_request{id.str()});
+        if (!s)
+          return fail("wait: " + s.error());
+        if (is_final(s->record.state)) {
+          worst = std::max(worst, exit_code_of(s->record));
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    }
+    return worst;
+  }
+
+  if (jobs->parsed()) {
+    auto r = c.call<list_reply>(verb::list, list_request{state_filter, limit});
+    if (!r)
+      return fail("jobs: " + r.error());
+    if (g.json) {
+      json out = json::array();
+      for (auto& j : r->jobs)
+        out.push_back(to_json(j));
+      std::cout << out.dump() << "\n";
+      return 0;
+    }
+    std::printf("%-10s  %-24s  %-9s  %3s  %4s  %4s  %5s  %s\n", "ID", "NAME", "STATE", "ATT",
+                "PRIO", "EXIT", "AGE", "REASON");
+    for (auto& j : r->jobs)
+      std::printf("%-10s  %-24.24s  %-9s  %3d  %4d  %4s  %5s  %s\n", j.id.short_str().c_str(),
+                  j.name.c_str(), to_string(j.state), j.attempts, j.priority,
+                  j.exit_code < 0 ? "-" : std::to_string(j.exit_code).c_str(),
+                  age(j.submitted_ms).c_str(), j.reason.c_str());
+    return 0;
+  }
+
+  if (status->parsed() || devices->parsed() || nodes->parsed()) {
+    auto r = c.call<status_reply>(verb::status, std::string{});
+    if (!r)
+      return fail(r.error());
+    if (g.json) {
+      if (devices->parsed())
+        std::cout << to_json(*r)["devices"].dump() << "\n";
+      else if (nodes->parsed())
+        std::cout << json::array({to_json(*r)}).dump() << "\n";
+      else
+        std::cout << to_json(*r).dump() << "\n";
+      return 0;
+    }
+    if (devices->parsed()) {
+      std::printf("%-8s %-5s %-40s %6s %6s %10s %10s\n", "DEVICE", "KIND", "MODEL", "SLOTS",
+                  "FREE", "MEMORY_MB", "GFLOP/S");
+      for (auto& d : r->devices)
+        std::printf("%-8s %-5s %-40.40s %6d %6d %10lld %10s\n", d.name.c_str(), d.kind.c_str(),
+                    d.model.c_str(), d.slots, d.free_slots, static_cast<long long>(d.memory_mb),
+                    d.gflops > 0 ? std::to_string(static_cast<int>(d.gflops)).c_str() : "-");
+      return 0;
+    }
+    if (nodes->parsed()) {
+      std::printf("%-16s %-22s %8s %5s %-6s %-20s %s\n", "NODE", "ADDRESS", "PID", "INC",
+                  "STATE", "SINCE", "DEVICES");
+      std::string devs;
+      for (auto& d : r->devices)
+        devs += (devs.empty() ? "" : ",") + d.name;
+      std::printf("%-16s %-22s %8d %5u %-6s %-20s %s\n", r->node.c_str(), r->address.c_str(),
+                  r->pid, r->incarnation, r->accepting ? "alive" : "leaving",
+                  clock_time(r->started_ms).c_str(), devs.c_str());
+      return 0;
+    }
+    std::printf("node %s (incarnation %u) at %s, pid %d, up since %s%s\n", r->node.c_str(),
+                r->incarnation, r->address.c_str(), r->pid, clock_time(r->started_ms).c_str(),
+                r->accepting ? "" : " [shutting down]");
+    std::printf("cpus %d/%d free, gpus %d/%d free, memory %lld/%lld MB free\n", r->cpus_free,
+                r->cpus_total, r->gpus_free, r->gpus_total,
+                static_cast<long long>(r->mem_free_mb), static_cast<long long>(r->mem_total_mb));
+    std::string counts;
+    for (auto& [s, n] : r->jobs_by_state)
+      counts += (counts.empty() ? "" : ", ") + s + " " + std::to_string(n);
+    std::printf("jobs: %s\n", counts.empty() ? "none" : counts.c_str());
+    return 0;
+  }
+
+  if (show->parsed()) {
+    auto r = c.call<show_reply>(verb::show, id_request{job_arg});
+    if (!r)
+      return fail("show: " + r.error());
+    if (g.json) {
+      std::cout << to_json(*r).dump(2) << "\n";
+      return 0;
+    }
+    auto& rec = r->record;
+    std::string cmd;
+    for (auto& a : rec.spec.command)
+      cmd += (cmd.empty() ? "" : " ") + a;
+    std::printf("job       %s (%s)\n", rec.id.str().c_str(), display_name(rec.spec).c_str());
+    std::printf("state     %s — %s\n", to_string(rec.state), rec.reason.c_str());
+    std::printf("command   %s\n", rec.spec.app.empty() ? cmd.c_str() : ("app " + rec.spec.app).c_str());
+    for (auto& [k, v] : rec.spec.params)
+      std::printf("param     %s=%s\n", k.c_str(), v.c_str());
+    std::printf("resources cpus=%d gpus=%d mem=%lldMB\n", rec.spec.cpus, rec.spec.gpus,
+                static_cast<long long>(rec.spec.mem_mb));
+    std::printf("retries   %d/%d used, requeues %d/%d used, timeout %s, priority %d, seed %llu\n",
+                rec.retries_used, rec.spec.retries, rec.requeues_used, rec.spec.max_requeues,
+                rec.spec.timeout_s > 0 ? (std::to_string(rec.spec.timeout_s) + "s").c_str() : "none",
+                rec.spec.priority, static_cast<unsigned long long>(rec.spec.seed));
+    for (auto& d : rec.spec.after)
+      std::printf("after     %s:%s\n", d.kind.c_str(), d.job.str().c_str());
+    std::printf("submitted %s by %s@%s; owner %s; version %llu\n",
+                clock_time(rec.submitted_ms).c_str(), rec.spec.user.c_str(),
+                rec.spec.host.c_str(), rec.owner.str().c_str(),
+                static_cast<unsigned long long>(rec.version));
+    if (rec.state == job_state::queued)
+      std::printf("why       %s\n", r->why.c_str());
+    for (auto& a : rec.attempts)
+      std::printf("attempt %d [%s] %s: %s; pid %d, max rss %lld KB, cpu %.2fs, %s → %s\n",
+                  a.number, a.id.str().c_str(), a.outcome.c_str(), a.cause.c_str(), a.pid,
+                  static_cast<long long>(a.max_rss_kb), a.cpu_s,
+                  clock_time(a.started_ms).c_str(), clock_time(a.ended_ms).c_str());
+    for (auto& [k, v] : r->last_metrics)
+      std::printf("metric    %s = %g\n", k.c_str(), v);
+    return 0;
+  }
+
+  if (logs->parsed()) {
+    logs_request req;
+    req.id = job_arg;
+    req.attempt = attempt;
+    req.stream = stderr_stream ? "err" : "out";
+    for (;;) {
+      auto r = c.call<logs_reply>(verb::logs, req);
+      if (!r)
+        return fail("logs: " + r.error());
+      std::fwrite(r->data.data(), 1, r->data.size(), stdout);
+      std::fflush(stdout);
+      req.offset = r->offset;
+      if (req.attempt == 0 && r->attempt > 0)
+        req.attempt = r->attempt;
+      if (!r->data.empty())
+        continue;
+      if (!follow)
+        break;
+      if (r->finished && r->attempt < r->attempts && attempt == 0) {
+        req.attempt = r->attempt + 1; // a retry started: follow it from its beginning
+        req.offset = 0;
+        continue;
+      }
+      if (r->finished && r->job_final)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return 0;
+  }
+
+  if (cancel->parsed() || why->parsed()) {
+    auto r = c.call<text_reply>(cancel->parsed() ? verb::cancel : verb::why, id_request{job_arg});
+    if (!r)
+      return fail(std::string(cancel->parsed() ? "cancel" : "why") + ": " + r.error());
+    std::printf("%s\n", r->text.c_str());
+    return 0;
+  }
+  return fail("unknown command", exit_usage);
+}

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: Apache-2.0
+// monkey-runtime: one node of a Monkey cluster. See README.md and docs/architecture.md.
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/coordinator.hpp"
+#include "actors/gateway.hpp"
+#include "actors/journal_actor.hpp"
+#include "devices/device.hpp"
+#include "runtime/auth.hpp"
+#include "runtime/client.hpp"
+#include "runtime/errc.hpp"
+#include "runtime/journal.hpp"
+#include "runtime/logging.hpp"
+#include "runtime/net_config.hpp"
+#include "runtime/proc.hpp"
+#include "runtime/spec_parser.hpp"
+
+using namespace monkey;
+
+namespace {
+
+constexpr int exit_startup_error = 2;
+constexpr int exit_supervision_gave_up = 3;
+
+struct runtime_config : caf::actor_system_config {
+  runtime_config() {
+    apply_network_config(*this);
+  }
+};
+
+struct options {
+  std::string listen = "127.0.0.1:4700";
+  std::string data_dir;
+  std::string secret_file;
+  int cpus = 0;
+  std::string gpus = "auto";
+  std::string mem;
+  std::vector<std::string> tags;
+  bool no_measure = false;
+  bool drain = false;
+  double kill_grace_s = 10;
+  std::string retention = "7d";
+  std::string log_file;
+};
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  auto tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+int fail_start(const std::string& msg) {
+  std::fprintf(stderr, "monkey-runtime: %s\n", msg.c_str());
+  if (auto log = logger("runtime"))
+    log->critical("{}", msg);
+  return exit_startup_error;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  options opt;
+  CLI::App app{"monkey-runtime: one node of a Monkey cluster"};
+  app.add_option("--listen", opt.listen, "HOST:PORT to accept clients and peers on (port 0: any)")
+    ->capture_default_str();
+  app.add_option("--data-dir", opt.data_dir, "journal, logs and node identity (default MONKEY_HOME/node)");
+  app.add_option("--secret-file", opt.secret_file, "cluster secret (created 0600 when missing)");
+  app.add_option("--cpus", opt.cpus, "CPUs this node offers (default: all)");
+  app.add_option("--gpus", opt.gpus, "GPU indices offered, e.g. 0,1; 'none'; default auto");
+  app.add_option("--mem", opt.mem, "memory offered, e.g. 8G (default: all)");
+  app.add_option("--tags", opt.tags, "tags this node offers")->delimiter(',');
+  app.add_flag("--no-measure", opt.no_measure, "skip measuring device speed");
+  app.add_flag("--drain", opt.drain, "on SIGTERM, wait for running jobs instead of requeueing them");
+  app.add_option("--kill-grace", opt.kill_grace_s, "seconds between SIGTERM and SIGKILL")
+    ->capture_default_str();
+  app.add_option("--retention", opt.retention, "keep finished jobs this long, then compact")
+    ->capture_default_str();
+  app.add_option("--log-file", opt.log_file, "log file (default DATA_DIR/runtime.log; - for stderr)");
+  CLI11_PARSE(app, argc, argv);
+
+  if (opt.data_dir.empty())
+    opt.data_dir = monkey_home() + "/node";
+  ::mkdir(monkey_home().c_str(), 0700);
+  if (::mkdir(opt.data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "monkey-runtime: cannot create data directory %s: %s\n",
+                 opt.data_dir.c_str(), std::strerror(errno));
+    return exit_startup_error;
+  }
+  init_logging(opt.log_file == "-" ? std::string{}
+                                   : (opt.log_file.empty() ? opt.data_dir + "/runtime.log"
+                                                           : opt.log_file));
+  auto log = logger("runtime");
+
+  // Signals are taken synchronously by main: block them before any thread starts.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  std::string host;
+  uint16_t port = 0;
+  if (auto bad = split_address(opt.listen, host, port); !bad.empty())
+    return fail_start("--listen: " + bad);
+  auto retention = parse_duration_s(opt.retention);
+  if (!retention)
+    return fail_start("--retention: " + retention.error());
+  auto secret = load_secret(find_secret_file(opt.secret_file), true);
+  if (!secret)
+    return fail_start(secret.error());
+
+  std::vector<std::string> warnings;
+  auto store = journal::open(opt.data_dir, &warnings);
+  if (!store)
+    return fail_start(store.error());
+  for (auto& w : warnings) {
+    log->warn("{}", w);
+    std::fprintf(stderr, "monkey-runtime: warning: %s\n", w.c_str());
+  }
+  std::shared_ptr<journal> shared_store{std::move(*store)};
+
+  // Devices and what this node offers.
+  coordinator_config cc;
+  cc.node = shared_store->node();
+  cc.incarnation = shared_store->incarnation();
+  cc.data_dir = opt.data_dir;
+  cc.pid = static_cast<int32_t>(::getpid());
+  cc.started_ms = now_ms();
+  cc.version = "0.1.0";
+  cc.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(opt.kill_grace_s * 1000));
+  cc.retention_ms = static_cast<int64_t>(*retention * 1000);
+  auto cpu = devices::discover_cpu();
+  std::string why_no_gpu;
+  auto gpus = opt.gpus == "none" ? std::vector<devices::device_info>{}
+                                 : devices::discover_gpus(&why_no_gpu);
+  if (gpus.empty())
+    log->info("no GPU: {}; jobs run on the CPU", opt.gpus == "none" ? "--gpus none" : why_no_gpu);
+  cc.total.cpus = opt.cpus > 0 ? opt.cpus : cpu.slots;
+  cc.total.mem_mb = cpu.memory_mb;
+  if (!opt.mem.empty()) {
+    auto mb = parse_memory_mb(opt.mem);
+    if (!mb)
+      return fail_start("--mem: " + mb.error());
+    cc.total.mem_mb = *mb;
+  }
+  cc.total.tags = opt.tags;
+  cc.devices.push_back(cpu);
+  if (opt.gpus != "auto" && opt.gpus != "none") {
+    std::vector<devices::device_info> chosen;
+    std::stringstream ss(opt.gpus);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      bool found = false;
+      for (auto& g : gpus)
+        if (std::to_string(g.index) == item) {
+          chosen.push_back(g);
+          found = true;
+        }
+      if (!found)
+        return fail_start("--gpus: no GPU with index " + item + " on this machine"
+                          + (gpus.empty() ? " (" + why_no_gpu + ")" : ""));
+    }
+    gpus = chosen;
+  }
+  for (auto& g : gpus) {
+    cc.gpu_indices.push_back(g.index);
+    cc.devices.push_back(g);
+    cc.total.gpu_mem_mb = cc.total.gpu_mem_mb == 0 ? g.memory_mb
+                                                   : std::min(cc.total.gpu_mem_mb, g.memory_mb);
+  }
+  cc.total.gpus = static_cast<int32_t>(gpus.size());
+  cc.cgroup_base = cgroup_base();
+  log->info("process groups are {}", cc.cgroup_base.empty()
+                                       ? "tracked by process group only (no writable cgroup v2)"
+                                       : "placed in cgroups under " + cc.cgroup_base);
+
+  runtime_config cfg;
+  if (auto bad = check_network_config(cfg); !bad.empty())
+    return fail_start("network configuration: " + bad);
+  caf::actor_system sys{cfg};
+  auto launch = std::make_shared<launcher>();
+  auto journal_actor = spawn_journal(sys, shared_store);
+  auto published_host = host == "0.0.0.0" ? std::string{"127.0.0.1"} : host;
+  auto coordinator = spawn_coordinator(sys, cc, journal_actor, launch);
+  auto gateway = spawn_gateway(sys, *secret, cc.node.str(), coordinator);
+  auto bound = sys.middleman().publish(gateway, port, host == "0.0.0.0" ? nullptr : host.c_str(),
+                                       true);
+  if (!bound) {
+    caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(journal_actor, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
+    return fail_start("cannot listen on " + opt.listen + ": " + caf::to_string(bound.error()));
+  }
+  auto address = published_host + ":" + std::to_string(*bound);
+  write_file_atomic(opt.data_dir + "/address", address + "\n");
+  write_file_atomic(opt.data_dir + "/pid", std::to_string(::getpid()) + "\n");
+  log->info("node {} incarnation {} listening on {} ({} cpus, {} MB, {} gpus)", cc.node.str(),
+            cc.incarnation, address, cc.total.cpus, cc.total.mem_mb, cc.total.gpus);
+
+  // The root of the tree: if the coordinator or the journal dies, the node cannot go on.
+  std::atomic<bool> root_failed{false};
+  std::string failure_reason;
+  caf::scoped_actor self{sys};
+  self->monitor(coordinator);
+  self->monitor(journal_actor);
+
+  int exit_code = 0;
+  for (;;) {
+    timespec wait{0, 200 * 1000 * 1000};
+    int sig = sigtimedwait(&sigs, nullptr, &wait);
+    bool down = false;
+    self->receive_while([&] { return !down; })(
+      [&](caf::down_msg& dm) {
+        down = true;
+        failure_reason = (dm.source == coordinator.address() ? "coordinator" : "journal")
+                         + std::string(" stopped: ") + caf::to_string(dm.reason);
+      },
+      caf::after(std::chrono::milliseconds(0)) >> [&] { down = true; });
+    if (!failure_reason.empty()) {
+      log->critical("supervision gave up: {}", failure_reason);
+      std::fprintf(stderr, "monkey-runtime: supervision gave up: %s\n", failure_reason.c_str());
+      exit_code = exit_supervision_gave_up;
+      break;
+    }
+    if (sig == SIGTERM || sig == SIGINT) {
+      log->info("{} received: {}", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                opt.drain ? "draining" : "requeueing running jobs");
+      self->request(coordinator, caf::infinite, atoms::shutdown::value, opt.drain)
+        .receive([](bool) {},
+                 [&](caf::error& err) { log->error("shutdown: {}", describe(err)); });
+      break;
+    }
+  }
+  self->request(journal_actor, std::chrono::seconds(10), atoms::flush::value, true)
+    .receive([](bool) {}, [&](caf::error& err) { log->warn("final flush: {}", describe(err)); });
+  sys.middleman().unpublish(gateway, *bound);
+  for (auto& a : {gateway, coordinator, journal_actor})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  log->info("stopped");
+  std::fflush(nullptr);
+  // Children are gone or requeued; skip the slow teardown of CAF's threads.
+  ::_exit(exit_code);
+}

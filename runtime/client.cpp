@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/client.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "runtime/auth.hpp"
+#include "runtime/envelope.hpp"
+#include "runtime/errc.hpp"
+#include "runtime/net_config.hpp"
+
+namespace monkey {
+
+const char* to_string(verb v) {
+  switch (v) {
+    case verb::hello: return "hello";
+    case verb::auth: return "auth";
+    case verb::submit: return "submit";
+    case verb::list: return "jobs";
+    case verb::show: return "show";
+    case verb::logs: return "logs";
+    case verb::cancel: return "cancel";
+    case verb::why: return "why";
+    case verb::status: return "status";
+    case verb::devices: return "devices";
+    case verb::nodes: return "nodes";
+    case verb::tree: return "tree";
+    case verb::kill_actor: return "kill";
+  }
+  return "unknown";
+}
+
+std::string monkey_home() {
+  if (auto* h = std::getenv("MONKEY_HOME"); h && *h)
+    return h;
+  const char* home = std::getenv("HOME");
+  if (!home || !*home) {
+    auto* pw = ::getpwuid(::getuid());
+    home = pw ? pw->pw_dir : "/tmp";
+  }
+  return std::string(home) + "/.monkey";
+}
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : text) {
+    if (c == ',' || c == '\n' || c == ' ') {
+      if (!cur.empty())
+        out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty())
+    out.push_back(cur);
+  return out;
+}
+
+} // namespace
+
+std::vector<std::string> find_addresses(const std::string& flag) {
+  if (!flag.empty())
+    return split_list(flag);
+  if (auto* a = std::getenv("MONKEY_ADDRESS"); a && *a)
+    return split_list(a);
+  std::ifstream in(monkey_home() + "/cluster");
+  if (in) {
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto list = split_list(text);
+    if (!list.empty())
+      return list;
+  }
+  return {"localhost:4700"};
+}
+
+std::string find_secret_file(const std::string& flag) {
+  if (!flag.empty())
+    return flag;
+  if (auto* s = std::getenv("MONKEY_SECRET_FILE"); s && *s)
+    return s;
+  return monkey_home() + "/secret";
+}
+
+namespace {
+
+struct client_config : caf::actor_system_config {
+  client_config() {
+    apply_network_config(*this);
+  }
+};
+
+} // namespace
+
+struct client::impl {
+  client_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  caf::actor gateway;
+
+  expected<std::string> request(const caf::actor& dest, uint16_t v, std::string body,
+                                std::chrono::milliseconds timeout) {
+    std::string out;
+    std::string problem;
+    self->request(dest, timeout, envelope{v, std::move(body)})
+      .receive([&](std::string& reply) { out = std::move(reply); },
+               [&](caf::error& err) { problem = describe(err); });
+    if (!problem.empty())
+      return failure{problem};
+    return out;
+  }
+};
+
+client::client() : impl_(std::make_unique<impl>()) {}
+
+client::~client() = default;
+
+expected<std::unique_ptr<client>> client::connect(const std::vector<std::string>& addresses,
+                                                  const std::string& secret) {
+  std::unique_ptr<client> c{new client};
+  std::string problems;
+  for (auto& addr : addresses) {
+    std::string host;
+    uint16_t port = 0;
+    if (auto bad = split_address(addr, host, port); !bad.empty()) {
+      problems += (problems.empty() ? "" : "; ") + bad;
+      continue;
+    }
+    auto gw = c->impl_->sys.middleman().remote_actor(host, port);
+    if (!gw) {
+      problems += (problems.empty() ? "" : "; ") + std::string("cannot reach a node at ") + addr
+                  + " (" + caf::to_string(gw.error()) + ")";
+      continue;
+    }
+    c->impl_->gateway = *gw;
+    c->address_ = addr;
+    // Challenge-response: the node sends a nonce, we MAC it, it MACs ours back.
+    auto hello = c->impl_->request(*gw, static_cast<uint16_t>(verb::hello), encode(hello_request{}),
+                                   std::chrono::seconds(10));
+    if (!hello)
+      return failure{addr + ": " + hello.error()};
+    auto h = decode<hello_reply>(*hello, "hello");
+    if (!h)
+      return failure{addr + ": " + h.error()};
+    auth_request auth;
+    auth.client_nonce = make_nonce();
+    if (auto* u = std::getenv("USER"))
+      auth.user = u;
+    char hostname[256] = {0};
+    ::gethostname(hostname, sizeof(hostname) - 1);
+    auth.host = hostname;
+    auth.proof = client_proof(secret, h->nonce, auth.client_nonce, auth.user);
+    auto ok = c->impl_->request(*gw, static_cast<uint16_t>(verb::auth), encode(auth),
+                                std::chrono::seconds(10));
+    if (!ok)
+      return failure{addr + ": " + ok.error()};
+    auto proof = decode<auth_reply>(*ok, "auth");
+    if (!proof || !equal_digest(proof->proof, server_proof(secret, h->nonce, auth.client_nonce)))
+      return failure{addr + ": the node could not prove it knows the cluster secret"};
+    return c;
+  }
+  return failure{problems.empty() ? "no node address given" : problems};
+}
+
+expected<std::string> client::call(verb v, const std::string& body,
+                                   std::chrono::milliseconds timeout) {
+  return impl_->request(impl_->gateway, static_cast<uint16_t>(v), body, timeout);
+}
+
+} // namespace monkey

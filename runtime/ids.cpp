@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/ids.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <sys/random.h>
+
+namespace monkey {
+
+namespace {
+
+constexpr char crockford[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+int decode_char(char c) {
+  if (c >= 'a' && c <= 'z')
+    c = static_cast<char>(c - 'a' + 'A');
+  if (c == 'O')
+    c = '0';
+  if (c == 'I' || c == 'L')
+    c = '1';
+  for (int i = 0; i < 32; ++i)
+    if (crockford[i] == c)
+      return i;
+  return -1;
+}
+
+} // namespace
+
+void random_bytes(void* out, size_t n) {
+  auto* p = static_cast<unsigned char*>(out);
+  while (n > 0) {
+    auto got = getrandom(p, n, 0);
+    if (got <= 0)
+      continue;
+    p += got;
+    n -= static_cast<size_t>(got);
+  }
+}
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+job_id job_id::generate() {
+  // Monotonic within a process: same millisecond → increment the random part, so ids
+  // sort in creation order (as the ULID spec recommends).
+  static std::mutex mtx;
+  static uint64_t last_ms = 0;
+  static job_id last;
+  std::lock_guard<std::mutex> guard{mtx};
+  auto ms = static_cast<uint64_t>(now_ms()) & 0xFFFFFFFFFFFFull;
+  job_id id;
+  if (ms == last_ms) {
+    id = last;
+    if (++id.lo == 0)
+      ++id.hi;
+  } else {
+    uint64_t r[2];
+    random_bytes(r, sizeof(r));
+    id.hi = (ms << 16) | (r[0] & 0xFFFF);
+    id.lo = r[1];
+    last_ms = ms;
+  }
+  last = id;
+  return id;
+}
+
+std::string job_id::str() const {
+  // 128 bits as 26 base-32 digits: the first digit holds the top 3 bits.
+  std::string out(26, '0');
+  uint64_t h = hi, l = lo;
+  for (int i = 25; i >= 0; --i) {
+    out[static_cast<size_t>(i)] = crockford[l & 31];
+    l = (l >> 5) | (h << 59);
+    h >>= 5;
+  }
+  return out;
+}
+
+std::string job_id::short_str() const {
+  return str().substr(16);
+}
+
+std::optional<job_id> job_id::parse(std::string_view text) {
+  if (text.size() != 26)
+    return std::nullopt;
+  uint64_t h = 0, l = 0;
+  for (size_t i = 0; i < 26; ++i) {
+    int v = decode_char(text[i]);
+    if (v < 0 || (i == 0 && v > 7))
+      return std::nullopt;
+    h = (h << 5) | (l >> 59);
+    l = (l << 5) | static_cast<uint64_t>(v);
+  }
+  return job_id{h, l};
+}
+
+node_id node_id::generate() {
+  node_id id;
+  while (id.value == 0)
+    random_bytes(&id.value, sizeof(id.value));
+  return id;
+}
+
+std::string node_id::str() const {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(value));
+  return buf;
+}
+
+std::optional<node_id> node_id::parse(std::string_view text) {
+  if (text.size() != 16)
+    return std::nullopt;
+  uint64_t v = 0;
+  for (char c : text) {
+    int d;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else
+      return std::nullopt;
+    v = (v << 4) | static_cast<uint64_t>(d);
+  }
+  return node_id{v};
+}
+
+std::string attempt_id::str() const {
+  return node.str().substr(0, 8) + "." + std::to_string(incarnation) + "." + std::to_string(seq);
+}
+
+} // namespace monkey

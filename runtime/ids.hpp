@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Identifiers shared by every component: 128-bit job ids (ULID), node ids and attempt ids.
+// Plain C++: no CAF, no msgpack.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace monkey {
+
+/// A global job id: a ULID (48-bit millisecond time, 80 random bits), printed as 26
+/// Crockford base-32 characters; `short_str()` is the last 10 (50 random bits).
+struct job_id {
+  uint64_t hi = 0;
+  uint64_t lo = 0;
+
+  static job_id generate();
+  static std::optional<job_id> parse(std::string_view text);
+  std::string str() const;
+  std::string short_str() const;
+  bool empty() const { return hi == 0 && lo == 0; }
+  uint64_t millis() const { return hi >> 16; }
+  friend bool operator==(const job_id& a, const job_id& b) { return a.hi == b.hi && a.lo == b.lo; }
+  friend bool operator!=(const job_id& a, const job_id& b) { return !(a == b); }
+  friend bool operator<(const job_id& a, const job_id& b) {
+    return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
+  }
+};
+
+/// A node's identity, random and persisted in its data directory; printed as 16 hex digits.
+struct node_id {
+  uint64_t value = 0;
+  static node_id generate();
+  static std::optional<node_id> parse(std::string_view text);
+  std::string str() const;
+  friend bool operator==(node_id a, node_id b) { return a.value == b.value; }
+  friend bool operator!=(node_id a, node_id b) { return a.value != b.value; }
+};
+
+/// One attempt at running a job: the node, that node's incarnation (bumped at every start
+/// of the runtime) and a per-node sequence number. Printed as `node.incarnation.seq`.
+struct attempt_id {
+  node_id node;
+  uint32_t incarnation = 0;
+  uint64_t seq = 0;
+  std::string str() const;
+  friend bool operator==(const attempt_id& a, const attempt_id& b) {
+    return a.node == b.node && a.incarnation == b.incarnation && a.seq == b.seq;
+  }
+};
+
+/// Fills `n` bytes from the kernel's random source.
+void random_bytes(void* out, size_t n);
+
+/// Milliseconds since the Unix epoch.
+int64_t now_ms();
+
+} // namespace monkey
+
+template <>
+struct std::hash<monkey::job_id> {
+  size_t operator()(const monkey::job_id& x) const noexcept { return x.hi * 31 + x.lo; }
+};

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/job.hpp"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <set>
+
+namespace monkey {
+
+const char* to_string(job_state s) {
+  switch (s) {
+    case job_state::queued: return "queued";
+    case job_state::running: return "running";
+    case job_state::succeeded: return "succeeded";
+    case job_state::failed: return "failed";
+    case job_state::cancelled: return "cancelled";
+    case job_state::timed_out: return "timed_out";
+    case job_state::lost: return "lost";
+  }
+  return "unknown";
+}
+
+bool is_final(job_state s) {
+  return s != job_state::queued && s != job_state::running;
+}
+
+std::string param_env_name(const std::string& param) {
+  std::string out = "MONKEY_PARAM_";
+  for (char c : param)
+    out += std::isalnum(static_cast<unsigned char>(c))
+             ? static_cast<char>(std::toupper(static_cast<unsigned char>(c)))
+             : '_';
+  return out;
+}
+
+std::string validate(const job_spec& s) {
+  if (s.command.empty() && s.app.empty())
+    return "command: missing (give a command after `--`, or an app)";
+  if (!s.command.empty() && !s.app.empty())
+    return "app: a job runs either a command or an app, not both";
+  if (!s.command.empty() && s.command[0].empty())
+    return "command: the executable is an empty string";
+  if (s.cpus < 1 || s.cpus > 4096)
+    return "cpus: must be between 1 and 4096, got " + std::to_string(s.cpus);
+  if (s.gpus < 0 || s.gpus > 64)
+    return "gpus: must be between 0 and 64, got " + std::to_string(s.gpus);
+  if (s.mem_mb < 0)
+    return "mem: must not be negative";
+  if (s.gpu_mem_mb < 0)
+    return "gpu_mem: must not be negative";
+  if (s.gpu_mem_mb > 0 && s.gpus == 0)
+    return "gpu_mem: set, but the job asks for no gpus";
+  if (s.retries < 0 || s.retries > 1000)
+    return "retries: must be between 0 and 1000, got " + std::to_string(s.retries);
+  if (s.max_requeues < 0 || s.max_requeues > 1000)
+    return "max_requeues: must be between 0 and 1000, got " + std::to_string(s.max_requeues);
+  if (!(s.timeout_s >= 0) || s.timeout_s > 365.0 * 86400)
+    return "timeout: must be between 0 (none) and one year in seconds";
+  if (s.priority < -1000000 || s.priority > 1000000)
+    return "priority: must be between -1000000 and 1000000";
+  if (s.name.size() > 256)
+    return "name: longer than 256 characters";
+  for (auto& d : s.after) {
+    if (d.kind != "ok" && d.kind != "any")
+      return "after: dependency kind must be ok or any, got '" + d.kind + "'";
+    if (d.job.empty())
+      return "after: empty job id";
+  }
+  std::set<std::string> env_names;
+  for (auto& [k, v] : s.params) {
+    if (k.empty())
+      return "params: empty parameter name";
+    if (!env_names.insert(param_env_name(k)).second)
+      return "params: '" + k + "' collides with another parameter as " + param_env_name(k);
+  }
+  for (auto& [k, v] : s.env)
+    if (k.empty() || k.find('=') != std::string::npos)
+      return "env: invalid variable name '" + k + "'";
+  if (!s.array.empty()) {
+    auto idx = expand_array(s.array);
+    if (!idx)
+      return "array: " + idx.error();
+  }
+  if (auto sub = substitute_params(s); !sub)
+    return "command: " + sub.error();
+  return {};
+}
+
+namespace {
+
+bool parse_int(std::string_view text, long& out) {
+  if (text.empty() || text.size() > 9)
+    return false;
+  long v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      return false;
+    v = v * 10 + (c - '0');
+  }
+  out = v;
+  return true;
+}
+
+} // namespace
+
+expected<std::vector<int32_t>> expand_array(const std::string& expr) {
+  constexpr size_t max_elements = 100000;
+  std::vector<int32_t> out;
+  std::set<int32_t> seen;
+  size_t pos = 0;
+  while (pos <= expr.size()) {
+    auto comma = expr.find(',', pos);
+    auto part = std::string_view(expr).substr(pos, comma == std::string::npos ? std::string::npos
+                                                                               : comma - pos);
+    long lo = 0, hi = 0, step = 1;
+    auto colon = part.find(':');
+    auto range = part.substr(0, colon);
+    if (colon != std::string_view::npos && (!parse_int(part.substr(colon + 1), step) || step < 1))
+      return failure{"bad step in '" + std::string(part) + "'"};
+    auto dash = range.find('-');
+    if (dash == std::string_view::npos) {
+      if (!parse_int(range, lo))
+        return failure{"'" + std::string(part) + "' is not an index or a range like 0-99"};
+      hi = lo;
+    } else if (!parse_int(range.substr(0, dash), lo) || !parse_int(range.substr(dash + 1), hi)) {
+      return failure{"'" + std::string(part) + "' is not a range like 0-99"};
+    }
+    if (hi < lo)
+      return failure{"range '" + std::string(part) + "' ends before it starts"};
+    for (long i = lo; i <= hi; i += step) {
+      if (seen.insert(static_cast<int32_t>(i)).second)
+        out.push_back(static_cast<int32_t>(i));
+      if (out.size() > max_elements)
+        return failure{"more than " + std::to_string(max_elements) + " elements"};
+    }
+    if (comma == std::string::npos)
+      break;
+    pos = comma + 1;
+  }
+  if (out.empty())
+    return failure{"no elements"};
+  return out;
+}
+
+expected<std::vector<std::string>> substitute_params(const job_spec& spec) {
+  std::vector<std::string> out;
+  out.reserve(spec.command.size());
+  for (auto& arg : spec.command) {
+    std::string res;
+    for (size_t i = 0; i < arg.size(); ++i) {
+      char c = arg[i];
+      if (c == '{' && i + 1 < arg.size() && arg[i + 1] == '{') {
+        res += '{';
+        ++i;
+      } else if (c == '}' && i + 1 < arg.size() && arg[i + 1] == '}') {
+        res += '}';
+        ++i;
+      } else if (c == '{') {
+        auto end = arg.find('}', i);
+        if (end == std::string::npos)
+          return failure{"unclosed '{' in argument '" + arg + "'"};
+        auto name = arg.substr(i + 1, end - i - 1);
+        auto it = spec.params.find(name);
+        if (it != spec.params.end())
+          res += it->second;
+        else if (name == "array_index" && spec.array_index >= 0)
+          res += std::to_string(spec.array_index);
+        else if (name == "array_index" && !spec.array.empty())
+          res += "{array_index}"; // filled in when the array is expanded
+        else
+          return failure{"placeholder {" + name + "} names no parameter (set it with --set "
+                         + name + "=VALUE)"};
+        i = end;
+      } else {
+        res += c;
+      }
+    }
+    out.push_back(std::move(res));
+  }
+  return out;
+}
+
+std::string display_name(const job_spec& spec) {
+  std::string base = spec.name;
+  if (base.empty() && !spec.app.empty())
+    base = spec.app;
+  if (base.empty() && !spec.command.empty()) {
+    base = spec.command[0];
+    if (auto slash = base.rfind('/'); slash != std::string::npos)
+      base = base.substr(slash + 1);
+  }
+  if (spec.array_index >= 0)
+    base += "[" + std::to_string(spec.array_index) + "]";
+  return base;
+}
+
+bool parse_metric_line(std::string_view line, std::vector<std::pair<std::string, double>>& out) {
+  constexpr std::string_view tag = "MONKEY_METRIC";
+  if (line.substr(0, tag.size()) != tag)
+    return false;
+  if (line.size() > tag.size() && line[tag.size()] != ' ' && line[tag.size()] != '\t')
+    return false;
+  size_t pos = tag.size();
+  bool any = false;
+  while (pos < line.size()) {
+    while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t' || line[pos] == '\r'))
+      ++pos;
+    if (pos >= line.size())
+      break;
+    auto end = line.find_first_of(" \t\r", pos);
+    auto tok = line.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos);
+    pos = end == std::string_view::npos ? line.size() : end;
+    auto eq = tok.find('=');
+    if (eq == std::string_view::npos || eq == 0 || eq > 64)
+      continue;
+    std::string val(tok.substr(eq + 1));
+    char* stop = nullptr;
+    errno = 0;
+    double v = std::strtod(val.c_str(), &stop);
+    if (val.empty() || *stop != '\0' || errno == ERANGE)
+      continue;
+    out.emplace_back(std::string(tok.substr(0, eq)), v);
+    any = true;
+  }
+  return any;
+}
+
+} // namespace monkey

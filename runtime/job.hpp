@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The job model: spec (what the user asked for), attempts (each try at running it) and
+// the record (spec + state + attempts) that the journal stores and replicas will share.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/codec.hpp"
+#include "runtime/ids.hpp"
+
+namespace monkey {
+
+enum class job_state : uint8_t {
+  queued = 0,    ///< accepted, waiting for dependencies or resources
+  running = 1,   ///< an attempt is running
+  succeeded = 2, ///< final: exit 0
+  failed = 3,    ///< final: non-zero exit or signal, retries used up
+  cancelled = 4, ///< final: cancelled by a user, or a dependency can never be met
+  timed_out = 5, ///< final: the last attempt ran past its timeout
+  lost = 6,      ///< final: lost to runtime crashes more often than --max-requeues
+};
+
+const char* to_string(job_state s);
+bool is_final(job_state s);
+
+/// `--after ok:ID` (the dependency must succeed) or `--after any:ID` (must end).
+struct dependency {
+  std::string kind; ///< "ok" or "any"
+  job_id job;
+  MSGPACK_DEFINE_MAP(kind, job);
+};
+
+struct job_spec {
+  std::string name;
+  std::vector<std::string> command; ///< argv; `{param}` placeholders are substituted
+  std::string app;                  ///< an actor app's name instead of a command
+  std::map<std::string, std::string> params;
+  int32_t cpus = 1;
+  int32_t gpus = 0;       ///< whole GPUs
+  int64_t gpu_mem_mb = 0; ///< per GPU
+  int64_t mem_mb = 0;
+  std::vector<std::string> tags;
+  int32_t retries = 0;      ///< more attempts after the job itself fails
+  int32_t max_requeues = 5; ///< separate budget for attempts lost to runtime crashes
+  double timeout_s = 0;     ///< 0: none
+  int32_t priority = 0;     ///< higher runs first
+  std::string workdir;
+  std::map<std::string, std::string> env;
+  uint64_t seed = 0;
+  bool has_seed = false;
+  std::vector<dependency> after;
+  std::string array;        ///< e.g. "0-99", "1,4,9" or "0-99:10" (step); expanded at submit
+  int32_t array_index = -1; ///< set on each element of an array
+  std::string user;         ///< submitting user and host
+  std::string host;
+  MSGPACK_DEFINE_MAP(name, command, app, params, cpus, gpus, gpu_mem_mb, mem_mb, tags, retries,
+                     max_requeues, timeout_s, priority, workdir, env, seed, has_seed, after, array,
+                     array_index, user, host);
+};
+
+struct attempt_record {
+  attempt_id id;
+  int32_t number = 0;   ///< 1-based within the job
+  std::string outcome;  ///< running, succeeded, failed, timeout, cancelled, lost, requeued
+  std::string cause;    ///< in plain words: "exit 1", "killed by signal 9 (SIGKILL)", ...
+  int64_t started_ms = 0;
+  int64_t ended_ms = 0;
+  int32_t pid = 0;
+  int32_t pgid = 0;
+  uint64_t start_ticks = 0; ///< /proc/PID/stat starttime, to recognise the process later
+  std::string cgroup;       ///< cgroup v2 directory when one was made
+  int32_t exit_code = -1;
+  int32_t term_signal = 0;
+  int64_t max_rss_kb = 0;
+  double cpu_s = 0;
+  std::string log_out;
+  std::string log_err;
+  MSGPACK_DEFINE_MAP(id.node, id.incarnation, id.seq, number, outcome, cause, started_ms,
+                     ended_ms, pid, pgid, start_ticks, cgroup, exit_code, term_signal, max_rss_kb,
+                     cpu_s, log_out, log_err);
+};
+
+struct job_record {
+  job_id id;
+  job_spec spec;
+  job_state state = job_state::queued;
+  uint64_t version = 0; ///< bumped by every transition
+  node_id owner;
+  uint64_t submit_seq = 0; ///< first-come-first-served order within a priority
+  int64_t submitted_ms = 0;
+  int64_t updated_ms = 0;
+  int32_t retries_used = 0;
+  int32_t requeues_used = 0;
+  std::string reason; ///< why the last transition happened
+  std::string client_key;
+  std::vector<attempt_record> attempts;
+  MSGPACK_DEFINE_MAP(id, spec, state, version, owner, submit_seq, submitted_ms, updated_ms,
+                     retries_used, requeues_used, reason, client_key, attempts);
+};
+
+/// One `MONKEY_METRIC key=value` value.
+struct metric_point {
+  job_id job;
+  int32_t attempt = 0;
+  int64_t ts_ms = 0;
+  std::string key;
+  double value = 0;
+  MSGPACK_DEFINE_MAP(job, attempt, ts_ms, key, value);
+};
+
+/// `MONKEY_PARAM_<NAME>`: upper case, every other character becomes `_`.
+std::string param_env_name(const std::string& param);
+
+/// Checks a spec's values; returns "field: problem" or "" when valid.
+std::string validate(const job_spec& spec);
+
+/// Expands an array expression ("0-9", "1,3,5", "0-99:10") into indices, or a failure.
+expected<std::vector<int32_t>> expand_array(const std::string& expr);
+
+/// Replaces `{name}` in each argument with the parameter's value (`{{` is a literal brace).
+expected<std::vector<std::string>> substitute_params(const job_spec& spec);
+
+/// A display name: the spec's name, else the command's basename, plus `[i]` for arrays.
+std::string display_name(const job_spec& spec);
+
+/// Parses one `MONKEY_METRIC k=v k2=v2` line; returns false when it is not one.
+bool parse_metric_line(std::string_view line, std::vector<std::pair<std::string, double>>& out);
+
+} // namespace monkey
+
+MSGPACK_ADD_ENUM(monkey::job_state);

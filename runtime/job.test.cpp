@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/job.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace monkey;
+
+namespace {
+
+job_spec command_spec() {
+  job_spec s;
+  s.command = {"/bin/echo", "hello"};
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("a job record survives a msgpack round trip", "[runtime][job]") {
+  job_record rec;
+  rec.id = job_id::generate();
+  rec.spec = command_spec();
+  rec.spec.params["lr"] = "0.1";
+  rec.spec.after.push_back({"ok", job_id::generate()});
+  rec.state = job_state::timed_out;
+  rec.version = 7;
+  rec.owner = node_id::generate();
+  attempt_record at;
+  at.id = {rec.owner, 3, 42};
+  at.number = 1;
+  at.cause = "exit 1";
+  at.pid = 1234;
+  rec.attempts.push_back(at);
+  auto bytes = encode(rec);
+  auto back = decode<job_record>(bytes, "record");
+  REQUIRE(back);
+  CHECK(back->id == rec.id);
+  CHECK(back->spec.command == rec.spec.command);
+  CHECK(back->spec.params.at("lr") == "0.1");
+  CHECK(back->spec.after.at(0).job == rec.spec.after.at(0).job);
+  CHECK(back->state == job_state::timed_out);
+  CHECK(back->version == 7);
+  CHECK(back->attempts.at(0).id == at.id);
+  CHECK(back->attempts.at(0).pid == 1234);
+}
+
+TEST_CASE("corrupt or oversized bodies are refused with a reason", "[runtime][codec]") {
+  auto bytes = encode(command_spec());
+  auto truncated = decode<job_spec>(bytes.substr(0, bytes.size() / 2), "spec");
+  REQUIRE_FALSE(truncated);
+  CHECK_THAT(truncated.error(), Catch::Contains("spec: malformed message"));
+  std::string garbage(100, '\xc1'); // 0xc1 is never used in msgpack
+  CHECK_FALSE(decode<job_spec>(garbage, "spec"));
+  std::string huge(max_body_bytes + 1, '\0');
+  auto big = decode<job_spec>(huge, "spec");
+  REQUIRE_FALSE(big);
+  CHECK_THAT(big.error(), Catch::Contains("exceeds the limit"));
+  auto wrong_type = decode<job_record>(encode(std::string("hello")), "record");
+  CHECK_FALSE(wrong_type);
+}
+
+TEST_CASE("parameter names become MONKEY_PARAM_ variables and collisions are refused",
+          "[runtime][job]") {
+  CHECK(param_env_name("lr") == "MONKEY_PARAM_LR");
+  CHECK(param_env_name("batch-size") == "MONKEY_PARAM_BATCH_SIZE");
+  auto s = command_spec();
+  s.params["batch-size"] = "1";
+  s.params["batch_size"] = "2";
+  CHECK_THAT(validate(s), Catch::Contains("collides"));
+}
+
+TEST_CASE("validation names the field and the problem", "[runtime][job]") {
+  auto s = command_spec();
+  CHECK(validate(s).empty());
+  s.cpus = 0;
+  CHECK_THAT(validate(s), Catch::StartsWith("cpus:"));
+  s = command_spec();
+  s.command.clear();
+  CHECK_THAT(validate(s), Catch::StartsWith("command:"));
+  s = command_spec();
+  s.after.push_back({"maybe", job_id::generate()});
+  CHECK_THAT(validate(s), Catch::StartsWith("after:"));
+  s = command_spec();
+  s.command = {"train", "--lr", "{lr}"};
+  CHECK_THAT(validate(s), Catch::Contains("{lr} names no parameter"));
+  s.params["lr"] = "0.5";
+  CHECK(validate(s).empty());
+}
+
+TEST_CASE("placeholders substitute parameters only where written", "[runtime][job]") {
+  auto s = command_spec();
+  s.command = {"train", "--lr={lr}", "{{literal}}", "x{array_index}"};
+  s.params["lr"] = "0.1";
+  s.array_index = 7;
+  auto argv = substitute_params(s);
+  REQUIRE(argv);
+  CHECK(*argv == std::vector<std::string>{"train", "--lr=0.1", "{literal}", "x7"});
+  s.command = {"bad{"};
+  CHECK_FALSE(substitute_params(s));
+}
+
+TEST_CASE("array expressions expand to indices", "[runtime][job]") {
+  CHECK(*expand_array("0-3") == std::vector<int32_t>{0, 1, 2, 3});
+  CHECK(*expand_array("1,3,5") == std::vector<int32_t>{1, 3, 5});
+  CHECK(*expand_array("0-10:5") == std::vector<int32_t>{0, 5, 10});
+  CHECK(expand_array("0-99")->size() == 100);
+  CHECK_FALSE(expand_array("5-1"));
+  CHECK_FALSE(expand_array("a-b"));
+  CHECK_FALSE(expand_array(""));
+  CHECK_FALSE(expand_array("0-999999"));
+}
+
+TEST_CASE("MONKEY_METRIC lines become key/value pairs", "[runtime][job]") {
+  std::vector<std::pair<std::string, double>> kv;
+  CHECK(parse_metric_line("MONKEY_METRIC step=10 loss=0.31", kv));
+  REQUIRE(kv.size() == 2);
+  CHECK(kv[0].first == "step");
+  CHECK(kv[1].second == Approx(0.31));
+  kv.clear();
+  CHECK_FALSE(parse_metric_line("loss=0.3", kv));
+  CHECK_FALSE(parse_metric_line("MONKEY_METRICS loss=1", kv));
+  CHECK_FALSE(parse_metric_line("MONKEY_METRIC loss=abc", kv));
+}

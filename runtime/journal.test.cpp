@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/journal.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+using namespace monkey;
+
+namespace {
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/monkey-journal-XXXXXX";
+  return ::mkdtemp(tmpl);
+}
+
+job_record make_record(int i) {
+  job_record rec;
+  rec.id = job_id::generate();
+  rec.spec.command = {"/bin/echo", std::to_string(i)};
+  rec.version = 1;
+  rec.updated_ms = now_ms();
+  rec.submit_seq = static_cast<uint64_t>(i);
+  return rec;
+}
+
+/// Writes `n` records in `batches` commits from a child process that then dies without
+/// closing the database, as after kill -9: the WAL stays behind.
+void crash_writer(const std::string& dir, int n, int batches) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    auto j = journal::open(dir, nullptr);
+    if (!j)
+      ::_exit(3);
+    for (int b = 0; b < batches; ++b) {
+      write_batch batch;
+      for (int i = 0; i < n / batches; ++i)
+        batch.records.push_back(make_record(b * 1000 + i));
+      if (!(*j)->write(batch).empty())
+        ::_exit(4);
+    }
+    ::_exit(0);
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  REQUIRE(WIFEXITED(st));
+  REQUIRE(WEXITSTATUS(st) == 0);
+}
+
+size_t file_size(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<size_t>(st.st_size) : 0;
+}
+
+} // namespace
+
+TEST_CASE("journal keeps records, bumps the incarnation and keeps the node id",
+          "[runtime][journal]") {
+  auto dir = temp_dir();
+  node_id first;
+  {
+    auto j = journal::open(dir, nullptr);
+    REQUIRE(j);
+    CHECK((*j)->incarnation() == 1);
+    first = (*j)->node();
+    write_batch b;
+    for (int i = 0; i < 100; ++i)
+      b.records.push_back(make_record(i));
+    REQUIRE((*j)->write(b).empty());
+  }
+  auto j = journal::open(dir, nullptr);
+  REQUIRE(j);
+  CHECK((*j)->incarnation() == 2);
+  CHECK((*j)->node() == first);
+  auto recs = (*j)->load_jobs();
+  REQUIRE(recs);
+  CHECK(recs->size() == 100);
+}
+
+TEST_CASE("a newer version of a record wins and an older one never overwrites it",
+          "[runtime][journal]") {
+  auto dir = temp_dir();
+  auto j = journal::open(dir, nullptr);
+  REQUIRE(j);
+  auto rec = make_record(1);
+  rec.version = 5;
+  rec.reason = "five";
+  REQUIRE((*j)->write({{rec}, {}}).empty());
+  rec.version = 3;
+  rec.reason = "three";
+  REQUIRE((*j)->write({{rec}, {}}).empty());
+  auto recs = (*j)->load_jobs();
+  REQUIRE(recs->size() == 1);
+  CHECK(recs->at(0).reason == "five");
+  CHECK(*(*j)->transition_count(rec.id) == 2);
+}
+
+TEST_CASE("metrics keep their last value per key", "[runtime][journal]") {
+  auto dir = temp_dir();
+  auto j = journal::open(dir, nullptr);
+  REQUIRE(j);
+  auto id = job_id::generate();
+  write_batch b;
+  for (int i = 0; i < 10; ++i)
+    b.metrics.push_back({id, 1, now_ms(), "loss", 1.0 / (i + 1)});
+  b.metrics.push_back({id, 1, now_ms(), "step", 9});
+  REQUIRE((*j)->write(b).empty());
+  auto last = (*j)->last_metrics(id);
+  REQUIRE(last);
+  CHECK(last->at("loss").value == Approx(0.1));
+  CHECK(last->at("step").value == 9);
+  CHECK((*j)->metrics(id, "loss", 100)->size() == 10);
+}
+
+TEST_CASE("compaction removes old final jobs and keeps the rest", "[runtime][journal]") {
+  auto dir = temp_dir();
+  auto j = journal::open(dir, nullptr);
+  REQUIRE(j);
+  auto old_done = make_record(1);
+  old_done.state = job_state::succeeded;
+  old_done.updated_ms = 1000;
+  auto old_queued = make_record(2);
+  old_queued.updated_ms = 1000;
+  auto new_done = make_record(3);
+  new_done.state = job_state::failed;
+  REQUIRE((*j)->write({{old_done, old_queued, new_done}, {{old_done.id, 1, 1, "x", 1}}}).empty());
+  auto n = (*j)->compact(now_ms() - 60000);
+  REQUIRE(n);
+  CHECK(*n == 1);
+  auto recs = (*j)->load_jobs();
+  CHECK(recs->size() == 2);
+  CHECK((*j)->last_metrics(old_done.id)->empty());
+}
+
+TEST_CASE("after a crash every committed record is there", "[runtime][journal]") {
+  auto dir = temp_dir();
+  crash_writer(dir, 300, 3);
+  REQUIRE(file_size(dir + "/journal.db-wal") > 0);
+  std::vector<std::string> warnings;
+  auto j = journal::open(dir, &warnings);
+  REQUIRE(j);
+  CHECK(warnings.empty());
+  CHECK((*j)->load_jobs()->size() == 300);
+}
+
+TEST_CASE("a garbled WAL tail is dropped with a warning", "[runtime][journal]") {
+  auto dir = temp_dir();
+  crash_writer(dir, 200, 2);
+  auto wal = dir + "/journal.db-wal";
+  {
+    std::ofstream out(wal, std::ios::app | std::ios::binary);
+    std::string junk(5000, '\x5a');
+    out << junk;
+  }
+  std::vector<std::string> warnings;
+  auto j = journal::open(dir, &warnings);
+  REQUIRE(j);
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::Contains("garbled WAL tail"));
+  CHECK((*j)->load_jobs()->size() == 200);
+}
+
+TEST_CASE("a torn last WAL frame loses only the last commit", "[runtime][journal]") {
+  auto dir = temp_dir();
+  crash_writer(dir, 200, 2);
+  auto wal = dir + "/journal.db-wal";
+  auto size = file_size(wal);
+  REQUIRE(::truncate(wal.c_str(), static_cast<off_t>(size - 100)) == 0);
+  std::vector<std::string> warnings;
+  auto j = journal::open(dir, &warnings);
+  REQUIRE(j);
+  CHECK_FALSE(warnings.empty());
+  auto n = (*j)->load_jobs()->size();
+  CHECK(n == 100); // the first commit survives whole; the torn second is gone whole
+}
+
+TEST_CASE("corruption in the middle of the WAL refuses to start", "[runtime][journal]") {
+  auto dir = temp_dir();
+  crash_writer(dir, 300, 3);
+  auto wal = dir + "/journal.db-wal";
+  {
+    std::fstream f(wal, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(32 + 24 + 100); // inside the first frame's page
+    f.put('\x01').put('\x02').put('\x03');
+  }
+  auto j = journal::open(dir, nullptr);
+  REQUIRE_FALSE(j);
+  CHECK_THAT(j.error(), Catch::Contains("corrupt in the middle"));
+  CHECK_THAT(j.error(), Catch::Contains("refuses to start"));
+}
+
+TEST_CASE("a corrupt database file refuses to start with a clear message",
+          "[runtime][journal]") {
+  auto dir = temp_dir();
+  {
+    auto j = journal::open(dir, nullptr);
+    REQUIRE(j);
+    write_batch b;
+    for (int i = 0; i < 500; ++i)
+      b.records.push_back(make_record(i));
+    REQUIRE((*j)->write(b).empty());
+  }
+  auto db = dir + "/journal.db";
+  auto size = file_size(db);
+  REQUIRE(size > 8192);
+  {
+    std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size / 2));
+    std::string junk(4096, '\x77');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  auto j = journal::open(dir, nullptr);
+  REQUIRE_FALSE(j);
+  CHECK_THAT(j.error(), Catch::Contains("refusing to start"));
+}

@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/launcher.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <deque>
+#include <fcntl.h>
+#include <mutex>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include "runtime/proc.hpp"
+
+namespace monkey {
+
+namespace {
+
+int pidfd_open(int pid) {
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
+
+struct spawn_job {
+  launch_request req;
+  launcher::spawn_callback on_spawned;
+  launcher::exit_callback on_exit;
+};
+
+struct child {
+  int pidfd = -1;
+  launcher::exit_callback on_exit;
+};
+
+exit_info reap(int pid) {
+  exit_info info;
+  info.pid = pid;
+  int st = 0;
+  struct rusage ru {};
+  if (::wait4(pid, &st, WNOHANG, &ru) <= 0)
+    return info;
+  if (WIFEXITED(st))
+    info.exit_code = WEXITSTATUS(st);
+  else if (WIFSIGNALED(st))
+    info.term_signal = WTERMSIG(st);
+  info.max_rss_kb = ru.ru_maxrss;
+  info.cpu_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec)
+               + static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  return info;
+}
+
+} // namespace
+
+struct launcher::impl {
+  std::mutex mtx;
+  std::deque<spawn_job> queue;
+  std::map<int, child> children;           // pid → listener (launcher thread only)
+  std::map<int, exit_callback> adoptions;  // pending re-adoptions
+  std::map<int, exit_info> unclaimed;      // exited with no listener
+  std::atomic<size_t> live{0};
+  std::atomic<bool> stop{false};
+  int wake_fd = -1;
+  pid_t self_pid = ::getpid();
+  std::thread thread;
+
+  void wake() {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof(one));
+  }
+
+  launch_result do_spawn(const launch_request& req);
+  void loop();
+};
+
+launch_result launcher::impl::do_spawn(const launch_request& req) {
+  launch_result res;
+  if (req.argv.empty()) {
+    res.error = "empty command";
+    return res;
+  }
+  if (!req.workdir.empty()) {
+    struct stat st {};
+    if (::stat(req.workdir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      res.error = "working directory '" + req.workdir + "' does not exist";
+      return res;
+    }
+  }
+  int out_fd = ::open(req.stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int err_fd = ::open(req.stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (out_fd < 0 || err_fd < 0) {
+    res.error = "cannot open log file " + req.stdout_path + ": " + std::strerror(errno);
+    if (out_fd >= 0)
+      ::close(out_fd);
+    if (err_fd >= 0)
+      ::close(err_fd);
+    return res;
+  }
+  std::string cgroup_procs;
+  if (!req.cgroup_dir.empty() && ::mkdir(req.cgroup_dir.c_str(), 0755) == 0) {
+    res.cgroup_dir = req.cgroup_dir;
+    cgroup_procs = req.cgroup_dir + "/cgroup.procs";
+  }
+  // Everything the child touches is prepared before fork (only async-signal-safe calls
+  // happen between fork and exec).
+  std::vector<char*> argv, envp;
+  for (auto& a : req.argv)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto& e : req.env)
+    envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  std::string path_env;
+  for (auto& e : req.env)
+    if (e.rfind("PATH=", 0) == 0)
+      path_env = e.substr(5);
+  int status_pipe[2];
+  if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
+    res.error = std::string("pipe: ") + std::strerror(errno);
+    ::close(out_fd);
+    ::close(err_fd);
+    return res;
+  }
+  const char* workdir = req.workdir.empty() ? nullptr : req.workdir.c_str();
+  const char* file = argv[0];
+  bool has_slash = std::strchr(file, '/') != nullptr;
+  // Candidate paths for the executable (execvpe's search uses the runtime's PATH; the
+  // job's own PATH is the one that should count).
+  std::vector<std::string> candidates;
+  if (has_slash) {
+    candidates.push_back(file);
+  } else {
+    std::string path = path_env.empty() ? "/usr/local/bin:/usr/bin:/bin" : path_env;
+    size_t pos = 0;
+    while (pos <= path.size()) {
+      auto colon = path.find(':', pos);
+      auto dir = path.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+      candidates.push_back((dir.empty() ? "." : dir) + "/" + file);
+      if (colon == std::string::npos)
+        break;
+      pos = colon + 1;
+    }
+  }
+  pid_t parent = self_pid;
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    res.error = std::string("fork: ") + std::strerror(errno);
+    ::close(status_pipe[0]);
+    ::close(status_pipe[1]);
+    ::close(out_fd);
+    ::close(err_fd);
+    return res;
+  }
+  if (pid == 0) {
+    auto fail = [&](int stage) {
+      int payload[2] = {stage, errno};
+      [[maybe_unused]] auto n = ::write(status_pipe[1], payload, sizeof(payload));
+      ::_exit(127);
+    };
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent)
+      ::_exit(127);
+    ::setpgid(0, 0);
+    if (!cgroup_procs.empty()) {
+      int fd = ::open(cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        [[maybe_unused]] auto n = ::write(fd, "0", 1);
+        ::close(fd);
+      }
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int s = 1; s < NSIG; ++s)
+      if (s != SIGKILL && s != SIGSTOP)
+        ::signal(s, SIG_DFL);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0)
+      ::dup2(devnull, 0);
+    ::dup2(out_fd, 1);
+    ::dup2(err_fd, 2);
+    if (workdir && ::chdir(workdir) != 0)
+      fail(1);
+    int last_errno = ENOENT;
+    for (auto& c : candidates) {
+      ::execve(c.c_str(), argv.data(), envp.data());
+      if (errno != ENOENT && errno != ENOTDIR)
+        last_errno = errno;
+    }
+    errno = last_errno;
+    fail(2);
+  }
+  ::setpgid(pid, pid);
+  ::close(status_pipe[1]);
+  ::close(out_fd);
+  ::close(err_fd);
+  int payload[2] = {0, 0};
+  ssize_t n;
+  do
+    n = ::read(status_pipe[0], payload, sizeof(payload));
+  while (n < 0 && errno == EINTR);
+  ::close(status_pipe[0]);
+  if (n == static_cast<ssize_t>(sizeof(payload))) {
+    ::waitpid(pid, nullptr, 0);
+    if (!res.cgroup_dir.empty())
+      ::rmdir(res.cgroup_dir.c_str());
+    if (payload[0] == 1)
+      res.error = "working directory '" + req.workdir + "': " + std::strerror(payload[1]);
+    else if (payload[1] == ENOENT)
+      res.error = "executable '" + req.argv[0] + "' not found"
+                  + (has_slash ? std::string{} : std::string(" in PATH"));
+    else
+      res.error = "cannot execute '" + req.argv[0] + "': " + std::strerror(payload[1]);
+    return res;
+  }
+  res.pid = pid;
+  res.pgid = pid;
+  res.start_ticks = proc_start_ticks(pid);
+  return res;
+}
+
+void launcher::impl::loop() {
+  std::vector<pollfd> fds;
+  std::vector<int> pids;
+  while (!stop.load()) {
+    // Spawns first: they are what callers wait for.
+    std::deque<spawn_job> batch;
+    {
+      std::lock_guard<std::mutex> g{mtx};
+      batch.swap(queue);
+      for (auto& [pid, cb] : adoptions) {
+        auto it = children.find(pid);
+        if (it != children.end())
+          it->second.on_exit = std::move(cb);
+      }
+      adoptions.clear();
+    }
+    for (auto& job : batch) {
+      auto res = do_spawn(job.req);
+      if (res.pid > 0) {
+        child c;
+        c.pidfd = pidfd_open(res.pid);
+        c.on_exit = std::move(job.on_exit);
+        children.emplace(res.pid, std::move(c));
+        ++live;
+      }
+      if (job.on_spawned)
+        job.on_spawned(res);
+    }
+    fds.clear();
+    pids.clear();
+    fds.push_back({wake_fd, POLLIN, 0});
+    pids.push_back(0);
+    for (auto& [pid, c] : children) {
+      fds.push_back({c.pidfd, POLLIN, 0});
+      pids.push_back(pid);
+    }
+    int rc = ::poll(fds.data(), fds.size(), 1000);
+    if (rc < 0)
+      continue;
+    if (fds[0].revents & POLLIN) {
+      uint64_t v;
+      [[maybe_unused]] auto n = ::read(wake_fd, &v, sizeof(v));
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)))
+        continue;
+      int pid = pids[i];
+      auto info = reap(pid);
+      if (info.exit_code < 0 && info.term_signal == 0)
+        continue; // not yet reapable
+      auto it = children.find(pid);
+      ::close(it->second.pidfd);
+      exit_callback cb;
+      {
+        std::lock_guard<std::mutex> g{mtx};
+        auto ad = adoptions.find(pid);
+        if (ad != adoptions.end()) {
+          cb = std::move(ad->second);
+          adoptions.erase(ad);
+        } else {
+          cb = std::move(it->second.on_exit);
+        }
+        if (!cb)
+          unclaimed[pid] = info;
+      }
+      children.erase(it);
+      --live;
+      if (cb)
+        cb(info);
+    }
+  }
+}
+
+launcher::launcher() : impl_(std::make_unique<impl>()) {
+  impl_->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  impl_->thread = std::thread([this] { impl_->loop(); });
+}
+
+launcher::~launcher() {
+  impl_->stop = true;
+  impl_->wake();
+  impl_->thread.join();
+  for (auto& [pid, c] : impl_->children)
+    ::close(c.pidfd);
+  ::close(impl_->wake_fd);
+}
+
+void launcher::spawn(launch_request req, spawn_callback on_spawned, exit_callback on_exit) {
+  {
+    std::lock_guard<std::mutex> g{impl_->mtx};
+    impl_->queue.push_back({std::move(req), std::move(on_spawned), std::move(on_exit)});
+  }
+  impl_->wake();
+}
+
+bool launcher::adopt(int pid, exit_callback on_exit) {
+  std::unique_lock<std::mutex> g{impl_->mtx};
+  auto it = impl_->unclaimed.find(pid);
+  if (it != impl_->unclaimed.end()) {
+    auto info = it->second;
+    impl_->unclaimed.erase(it);
+    g.unlock();
+    on_exit(info);
+    return true;
+  }
+  if (::kill(pid, 0) != 0 && errno == ESRCH)
+    return false;
+  impl_->adoptions[pid] = std::move(on_exit);
+  g.unlock();
+  impl_->wake();
+  return true;
+}
+
+size_t launcher::running() const {
+  return impl_->live.load();
+}
+
+int run_and_wait(const std::vector<std::string>& argv, const std::string& stdout_path) {
+  std::vector<char*> args;
+  for (auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0)
+    return -1;
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (!stdout_path.empty()) {
+      int fd = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0)
+        ::dup2(fd, 1);
+    }
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  int st = 0;
+  if (::waitpid(pid, &st, 0) != pid)
+    return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+} // namespace monkey

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// One named spdlog logger per area. Levels come from SPDLOG_LEVEL (e.g.
+// SPDLOG_LEVEL=info,journal=debug). Keep the returned pointer; do not look loggers up
+// per message.
+
+#include <memory>
+#include <string>
+
+#include <spdlog/logger.h>
+#include <spdlog/spdlog.h> // SPDLOG_LOGGER_DEBUG
+
+namespace monkey {
+
+/// Sets up logging once: to `file` when given (daemons), else to stderr.
+void init_logging(const std::string& file);
+
+/// The logger of an area ("coordinator", "journal", "launcher", "devices", "gateway", ...).
+std::shared_ptr<spdlog::logger> logger(const std::string& area);
+
+} // namespace monkey

@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The client protocol (`monkey` CLI and console ↔ a node). Each request travels as one
+// envelope {verb, msgpack body}; the reply is a msgpack body or a caf::error. Bodies use
+// MSGPACK_DEFINE_MAP so fields can be added. Wire forms: docs/protocol.md.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/codec.hpp"
+#include "runtime/job.hpp"
+
+namespace monkey {
+
+/// Bumped on any incompatible change of the protocol.
+constexpr uint32_t protocol_version = 1;
+
+enum class verb : uint16_t {
+  hello = 1,
+  auth = 2,
+  submit = 3,
+  list = 4,
+  show = 5,
+  logs = 6,
+  cancel = 7,
+  why = 8,
+  status = 9,
+  devices = 10,
+  nodes = 11,
+  tree = 12,
+  kill_actor = 13,
+};
+
+const char* to_string(verb v);
+
+struct hello_request {
+  uint32_t protocol = protocol_version;
+  MSGPACK_DEFINE_MAP(protocol);
+};
+
+struct hello_reply {
+  std::string nonce;
+  std::string node;
+  uint32_t protocol = protocol_version;
+  MSGPACK_DEFINE_MAP(nonce, node, protocol);
+};
+
+struct auth_request {
+  std::string client_nonce;
+  std::string proof;
+  std::string user;
+  std::string host;
+  MSGPACK_DEFINE_MAP(client_nonce, proof, user, host);
+};
+
+struct auth_reply {
+  std::string proof;
+  MSGPACK_DEFINE_MAP(proof);
+};
+
+struct submit_request {
+  job_spec spec;          ///< an array spec is expanded by the node
+  std::string client_key; ///< a retried submit with the same key creates nothing new
+  MSGPACK_DEFINE_MAP(spec, client_key);
+};
+
+struct submit_reply {
+  std::vector<job_id> ids;
+  bool duplicate = false;
+  MSGPACK_DEFINE_MAP(ids, duplicate);
+};
+
+struct list_request {
+  std::string state; ///< filter; empty: all
+  uint32_t limit = 0; ///< 0: no limit (newest last)
+  MSGPACK_DEFINE_MAP(state, limit);
+};
+
+struct job_summary {
+  job_id id;
+  std::string name;
+  job_state state = job_state::queued;
+  int32_t attempts = 0;
+  int32_t priority = 0;
+  int32_t cpus = 0;
+  int32_t gpus = 0;
+  int64_t submitted_ms = 0;
+  int64_t updated_ms = 0;
+  int32_t exit_code = -1;
+  std::string reason;
+  MSGPACK_DEFINE_MAP(id, name, state, attempts, priority, cpus, gpus, submitted_ms, updated_ms,
+                     exit_code, reason);
+};
+
+struct list_reply {
+  std::vector<job_summary> jobs;
+  MSGPACK_DEFINE_MAP(jobs);
+};
+
+/// show, cancel and why: a full id or a unique suffix of at least 6 characters.
+struct id_request {
+  std::string id;
+  MSGPACK_DEFINE_MAP(id);
+};
+
+struct show_reply {
+  job_record record;
+  std::map<std::string, double> last_metrics;
+  std::string why; ///< for a queued job
+  MSGPACK_DEFINE_MAP(record, last_metrics, why);
+};
+
+struct text_reply {
+  std::string text;
+  MSGPACK_DEFINE_MAP(text);
+};
+
+struct logs_request {
+  std::string id;
+  int32_t attempt = 0;     ///< 1-based; 0: the latest
+  std::string stream = "out"; ///< "out" or "err"
+  uint64_t offset = 0;
+  uint32_t max_bytes = 65536;
+  MSGPACK_DEFINE_MAP(id, attempt, stream, offset, max_bytes);
+};
+
+struct logs_reply {
+  std::string data;
+  uint64_t offset = 0; ///< where the next request starts
+  int32_t attempt = 0;
+  int32_t attempts = 0;  ///< how many attempts the job has so far
+  bool finished = false;  ///< this attempt has ended and `data` reached the end
+  bool job_final = false; ///< the job has ended: no further attempt will come
+  MSGPACK_DEFINE_MAP(data, offset, attempt, attempts, finished, job_final);
+};
+
+struct device_row {
+  std::string name;
+  std::string kind;
+  std::string model;
+  int32_t slots = 0;
+  int32_t free_slots = 0;
+  int64_t memory_mb = 0;
+  double gflops = 0;
+  MSGPACK_DEFINE_MAP(name, kind, model, slots, free_slots, memory_mb, gflops);
+};
+
+struct status_reply {
+  std::string node;
+  uint32_t incarnation = 0;
+  std::string address;
+  int32_t pid = 0;
+  int64_t started_ms = 0;
+  std::string version;
+  bool accepting = true;
+  std::map<std::string, int64_t> jobs_by_state;
+  int32_t cpus_total = 0;
+  int32_t cpus_free = 0;
+  int32_t gpus_total = 0;
+  int32_t gpus_free = 0;
+  int64_t mem_total_mb = 0;
+  int64_t mem_free_mb = 0;
+  std::vector<device_row> devices;
+  MSGPACK_DEFINE_MAP(node, incarnation, address, pid, started_ms, version, accepting,
+                     jobs_by_state, cpus_total, cpus_free, gpus_total, gpus_free, mem_total_mb,
+                     mem_free_mb, devices);
+};
+
+} // namespace monkey
+
+MSGPACK_ADD_ENUM(monkey::verb);

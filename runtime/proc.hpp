@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Process and cgroup helpers on Linux /proc and cgroup v2. Plain C++.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace monkey {
+
+/// Field 22 of /proc/PID/stat (start time in clock ticks since boot); 0 when gone.
+uint64_t proc_start_ticks(int pid);
+
+/// Process group of a live pid, or -1.
+int proc_pgid(int pid);
+
+/// Pids whose process group is `pgid` and who started at or after `min_start_ticks`.
+std::vector<int> pids_in_group(int pgid, uint64_t min_start_ticks);
+
+/// Sends `sig` to every process of the job: its cgroup (cgroup.kill for SIGKILL, else each
+/// pid of cgroup.procs) when it has one, plus its process group. Returns how many
+/// signals were sent.
+int signal_job(const std::string& cgroup_dir, int pgid, int sig);
+
+/// Kills what is left of an attempt of an earlier incarnation of this runtime: its cgroup,
+/// and the processes of its group that started no earlier than the journaled leader.
+/// Returns how many processes or cgroups were killed.
+int kill_leftovers(const std::string& cgroup_dir, int pgid, uint64_t start_ticks);
+
+/// The cgroup v2 directory under which this process may create job cgroups, or "" when
+/// cgroup v2 is absent or not writable.
+std::string cgroup_base();
+
+/// True when the cgroup has a memory.events file reporting an oom_kill.
+bool cgroup_oom_killed(const std::string& cgroup_dir);
+
+/// Removes a job's cgroup directory (after killing what remains).
+void cgroup_remove(const std::string& cgroup_dir);
+
+/// "SIGKILL" for 9, etc.
+std::string signal_name(int sig);
+
+} // namespace monkey

@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/spec_parser.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+namespace monkey {
+
+namespace {
+
+struct spec_error {
+  std::string text;
+};
+
+class reader {
+public:
+  explicit reader(std::string origin) : origin_(std::move(origin)) {}
+
+  [[noreturn]] void fail(const YAML::Node& n, const std::string& field,
+                         const std::string& problem) const {
+    auto m = n.Mark();
+    std::ostringstream out;
+    out << origin_;
+    if (m.line >= 0)
+      out << ':' << (m.line + 1) << ':' << (m.column + 1);
+    out << ": " << field << ": " << problem;
+    throw spec_error{out.str()};
+  }
+
+  std::string scalar(const YAML::Node& n, const std::string& field) const {
+    if (!n.IsScalar())
+      fail(n, field, std::string("expected a single value, got a ") + kind(n));
+    return n.Scalar();
+  }
+
+  int64_t integer(const YAML::Node& n, const std::string& field, int64_t lo, int64_t hi) const {
+    auto s = scalar(n, field);
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0' || errno == ERANGE)
+      fail(n, field, "expected an integer, got '" + s + "'");
+    if (v < lo || v > hi)
+      fail(n, field, "must be between " + std::to_string(lo) + " and " + std::to_string(hi)
+                       + ", got " + s);
+    return v;
+  }
+
+  std::vector<std::string> string_list(const YAML::Node& n, const std::string& field) const {
+    if (!n.IsSequence())
+      fail(n, field, std::string("expected a list, got a ") + kind(n));
+    std::vector<std::string> out;
+    for (size_t i = 0; i < n.size(); ++i)
+      out.push_back(scalar(n[i], field + "[" + std::to_string(i) + "]"));
+    return out;
+  }
+
+  std::map<std::string, std::string> string_map(const YAML::Node& n,
+                                                const std::string& field) const {
+    if (!n.IsMap())
+      fail(n, field, std::string("expected a mapping, got a ") + kind(n));
+    std::map<std::string, std::string> out;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      auto key = scalar(it->first, field);
+      out[key] = scalar(it->second, field + "." + key);
+    }
+    return out;
+  }
+
+  static const char* kind(const YAML::Node& n) {
+    switch (n.Type()) {
+      case YAML::NodeType::Sequence: return "list";
+      case YAML::NodeType::Map: return "mapping";
+      case YAML::NodeType::Null: return "null";
+      case YAML::NodeType::Scalar: return "value";
+      default: return "nothing";
+    }
+  }
+
+  const std::string& origin() const { return origin_; }
+
+private:
+  std::string origin_;
+};
+
+void parse_resources(const reader& r, const YAML::Node& n, job_spec& s) {
+  if (!n.IsMap())
+    r.fail(n, "resources", std::string("expected a mapping, got a ") + reader::kind(n));
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    auto key = r.scalar(it->first, "resources");
+    auto& v = it->second;
+    auto field = "resources." + key;
+    if (key == "cpus")
+      s.cpus = static_cast<int32_t>(r.integer(v, field, 1, 4096));
+    else if (key == "gpus")
+      s.gpus = static_cast<int32_t>(r.integer(v, field, 0, 64));
+    else if (key == "mem" || key == "gpu_mem") {
+      auto mb = parse_memory_mb(r.scalar(v, field));
+      if (!mb)
+        r.fail(v, field, mb.error());
+      (key == "mem" ? s.mem_mb : s.gpu_mem_mb) = *mb;
+    } else if (key == "tags")
+      s.tags = r.string_list(v, field);
+    else
+      r.fail(it->first, field, "unknown field (known: cpus, gpus, gpu_mem, mem, tags)");
+  }
+}
+
+job_spec parse_node(const reader& r, const YAML::Node& root) {
+  if (!root.IsMap())
+    r.fail(root, "spec", std::string("expected a mapping at the top level, got a ")
+                           + reader::kind(root));
+  job_spec s;
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    auto key = r.scalar(it->first, "spec");
+    auto& v = it->second;
+    if (key == "name")
+      s.name = r.scalar(v, key);
+    else if (key == "command") {
+      if (v.IsScalar())
+        r.fail(v, key, "expected a list of arguments (argv), e.g. [python3, train.py]");
+      s.command = r.string_list(v, key);
+      if (s.command.empty())
+        r.fail(v, key, "empty list");
+    } else if (key == "app")
+      s.app = r.scalar(v, key);
+    else if (key == "params")
+      s.params = r.string_map(v, key);
+    else if (key == "resources")
+      parse_resources(r, v, s);
+    else if (key == "retries")
+      s.retries = static_cast<int32_t>(r.integer(v, key, 0, 1000));
+    else if (key == "max_requeues")
+      s.max_requeues = static_cast<int32_t>(r.integer(v, key, 0, 1000));
+    else if (key == "timeout") {
+      auto d = parse_duration_s(r.scalar(v, key));
+      if (!d)
+        r.fail(v, key, d.error());
+      s.timeout_s = *d;
+    } else if (key == "priority")
+      s.priority = static_cast<int32_t>(r.integer(v, key, -1000000, 1000000));
+    else if (key == "workdir")
+      s.workdir = r.scalar(v, key);
+    else if (key == "env")
+      s.env = r.string_map(v, key);
+    else if (key == "seed") {
+      auto text = r.scalar(v, key);
+      char* end = nullptr;
+      errno = 0;
+      auto val = std::strtoull(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || errno == ERANGE || text[0] == '-')
+        r.fail(v, key, "expected a non-negative integer, got '" + text + "'");
+      s.seed = val;
+      s.has_seed = true;
+    } else if (key == "tags")
+      s.tags = r.string_list(v, key);
+    else if (key == "after") {
+      auto list = v.IsScalar() ? std::vector<std::string>{v.Scalar()} : r.string_list(v, key);
+      for (size_t i = 0; i < list.size(); ++i) {
+        auto d = parse_dependency(list[i]);
+        if (!d)
+          r.fail(v.IsSequence() ? v[i] : v, key, d.error());
+        s.after.push_back(*d);
+      }
+    } else if (key == "array") {
+      s.array = r.scalar(v, key);
+      if (auto a = expand_array(s.array); !a)
+        r.fail(v, key, a.error());
+    } else
+      r.fail(it->first, key,
+             "unknown field (known: name, command, app, params, resources, retries, "
+             "max_requeues, timeout, priority, workdir, env, seed, tags, after, array)");
+  }
+  if (s.command.empty() && s.app.empty())
+    r.fail(root, "command", "missing required field (or give app)");
+  if (auto problem = validate(s); !problem.empty())
+    r.fail(root, problem.substr(0, problem.find(':')), problem.substr(problem.find(':') + 2));
+  return s;
+}
+
+} // namespace
+
+expected<job_spec> parse_spec_text(const std::string& text, const std::string& origin) {
+  reader r{origin};
+  try {
+    auto root = YAML::Load(text);
+    return parse_node(r, root);
+  } catch (const spec_error& e) {
+    return failure{e.text};
+  } catch (const YAML::Exception& e) {
+    std::ostringstream out;
+    out << origin;
+    if (e.mark.line >= 0)
+      out << ':' << (e.mark.line + 1) << ':' << (e.mark.column + 1);
+    out << ": syntax: " << e.msg;
+    return failure{out.str()};
+  }
+}
+
+expected<job_spec> parse_spec_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return failure{path + ": cannot open the spec file"};
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (buf.str().size() > 1024 * 1024)
+    return failure{path + ": spec file larger than 1 MiB"};
+  return parse_spec_text(buf.str(), path);
+}
+
+expected<int64_t> parse_memory_mb(const std::string& text) {
+  if (text.empty())
+    return failure{"empty memory size"};
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  std::string unit(end);
+  double mult;
+  if (unit.empty() || unit == "M" || unit == "MB" || unit == "m" || unit == "MiB")
+    mult = 1;
+  else if (unit == "G" || unit == "GB" || unit == "g" || unit == "GiB")
+    mult = 1024;
+  else if (unit == "T" || unit == "TB" || unit == "TiB")
+    mult = 1024 * 1024;
+  else if (unit == "K" || unit == "KB" || unit == "k" || unit == "KiB")
+    mult = 1.0 / 1024;
+  else
+    return failure{"'" + text + "' is not a memory size (use e.g. 512M or 4G)"};
+  if (end == text.c_str() || !(v >= 0) || v * mult > 1e12)
+    return failure{"'" + text + "' is not a memory size (use e.g. 512M or 4G)"};
+  return static_cast<int64_t>(std::ceil(v * mult));
+}
+
+expected<double> parse_duration_s(const std::string& text) {
+  if (text.empty())
+    return failure{"empty duration"};
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  std::string unit(end);
+  double mult;
+  if (unit.empty() || unit == "s")
+    mult = 1;
+  else if (unit == "ms")
+    mult = 0.001;
+  else if (unit == "m" || unit == "min")
+    mult = 60;
+  else if (unit == "h")
+    mult = 3600;
+  else if (unit == "d")
+    mult = 86400;
+  else
+    return failure{"'" + text + "' is not a duration (use e.g. 90, 90s, 10m or 2h)"};
+  if (end == text.c_str() || !(v >= 0) || !std::isfinite(v))
+    return failure{"'" + text + "' is not a duration (use e.g. 90, 90s, 10m or 2h)"};
+  return v * mult;
+}
+
+expected<dependency> parse_dependency(const std::string& text) {
+  dependency d;
+  std::string id = text;
+  auto colon = text.find(':');
+  if (colon != std::string::npos) {
+    d.kind = text.substr(0, colon);
+    id = text.substr(colon + 1);
+    if (d.kind != "ok" && d.kind != "any")
+      return failure{"dependency '" + text + "': kind must be ok or any"};
+  } else {
+    d.kind = "ok";
+  }
+  auto parsed = job_id::parse(id);
+  if (!parsed)
+    return failure{"dependency '" + text + "': '" + id + "' is not a full job id (26 characters)"};
+  d.job = *parsed;
+  return d;
+}
+
+} // namespace monkey

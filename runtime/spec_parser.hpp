@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Job specs from YAML or JSON files (JSON is read as YAML) and from CLI values. Every
+// problem is reported as `file:line:col: field: problem`.
+
+#include <string>
+
+#include "runtime/expected.hpp"
+#include "runtime/job.hpp"
+
+namespace monkey {
+
+/// Parses a spec document; `origin` names it in errors (usually the file path).
+expected<job_spec> parse_spec_text(const std::string& text, const std::string& origin);
+
+/// Reads and parses a spec file.
+expected<job_spec> parse_spec_file(const std::string& path);
+
+/// "512", "512M", "4G", "1.5G" → megabytes.
+expected<int64_t> parse_memory_mb(const std::string& text);
+
+/// "90", "90s", "10m", "2h", "1d", "1.5h" → seconds.
+expected<double> parse_duration_s(const std::string& text);
+
+/// "ok:ID" / "any:ID" / "ID" (means ok) → a dependency; ids must be full 26-char ULIDs.
+expected<dependency> parse_dependency(const std::string& text);
+
+} // namespace monkey

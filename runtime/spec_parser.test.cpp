@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/spec_parser.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace monkey;
+
+TEST_CASE("a YAML spec with every field parses", "[runtime][spec]") {
+  auto dep = job_id::generate().str();
+  auto s = parse_spec_text("name: train\n"
+                           "command: [python3, train.py, --lr, '{lr}']\n"
+                           "params: {lr: 0.1}\n"
+                           "resources: {cpus: 2, gpus: 1, mem: 2G, gpu_mem: 8G, tags: [fast]}\n"
+                           "retries: 3\n"
+                           "max_requeues: 2\n"
+                           "timeout: 10m\n"
+                           "priority: 5\n"
+                           "workdir: /tmp\n"
+                           "env: {A: b}\n"
+                           "seed: 42\n"
+                           "tags: [x]\n"
+                           "after: [ok:" + dep + "]\n"
+                           "array: 0-9\n",
+                           "spec.yaml");
+  REQUIRE(s);
+  CHECK(s->name == "train");
+  CHECK(s->command.size() == 4);
+  CHECK(s->cpus == 2);
+  CHECK(s->gpus == 1);
+  CHECK(s->mem_mb == 2048);
+  CHECK(s->gpu_mem_mb == 8192);
+  CHECK(s->retries == 3);
+  CHECK(s->timeout_s == 600);
+  CHECK(s->seed == 42);
+  CHECK(s->has_seed);
+  CHECK(s->after.at(0).job.str() == dep);
+  CHECK(s->array == "0-9");
+}
+
+TEST_CASE("JSON specs parse too", "[runtime][spec]") {
+  auto s = parse_spec_text(R"({"command": ["/bin/true"], "retries": 1})", "spec.json");
+  REQUIRE(s);
+  CHECK(s->retries == 1);
+}
+
+TEST_CASE("spec errors say file:line:col: field: problem", "[runtime][spec]") {
+  auto unknown = parse_spec_text("command: [a]\nretires: 3\n", "job.yaml");
+  REQUIRE_FALSE(unknown);
+  CHECK_THAT(unknown.error(), Catch::StartsWith("job.yaml:2:1: retires: unknown field"));
+
+  auto wrong_type = parse_spec_text("command: [a]\nretries: many\n", "job.yaml");
+  REQUIRE_FALSE(wrong_type);
+  CHECK_THAT(wrong_type.error(), Catch::StartsWith("job.yaml:2:10: retries: expected an integer"));
+
+  auto missing = parse_spec_text("name: x\n", "job.yaml");
+  REQUIRE_FALSE(missing);
+  CHECK_THAT(missing.error(), Catch::Contains("command: missing required field"));
+
+  auto bad_value = parse_spec_text("command: [a]\nresources:\n  cpus: 0\n", "job.yaml");
+  REQUIRE_FALSE(bad_value);
+  CHECK_THAT(bad_value.error(), Catch::StartsWith("job.yaml:3:9: resources.cpus: must be between"));
+
+  auto syntax = parse_spec_text("command: [a\n", "job.yaml");
+  REQUIRE_FALSE(syntax);
+  CHECK_THAT(syntax.error(), Catch::StartsWith("job.yaml:"));
+  CHECK_THAT(syntax.error(), Catch::Contains("syntax"));
+
+  auto scalar_cmd = parse_spec_text("command: python3 train.py\n", "job.yaml");
+  REQUIRE_FALSE(scalar_cmd);
+  CHECK_THAT(scalar_cmd.error(), Catch::Contains("command: expected a list"));
+
+  auto bad_mem = parse_spec_text("command: [a]\nresources: {mem: lots}\n", "job.yaml");
+  REQUIRE_FALSE(bad_mem);
+  CHECK_THAT(bad_mem.error(), Catch::Contains("resources.mem"));
+}
+
+TEST_CASE("a missing spec file is a clear error", "[runtime][spec]") {
+  auto s = parse_spec_file("/nonexistent/spec.yaml");
+  REQUIRE_FALSE(s);
+  CHECK_THAT(s.error(), Catch::Contains("cannot open"));
+}
+
+TEST_CASE("memory sizes and durations parse with units", "[runtime][spec]") {
+  CHECK(*parse_memory_mb("512") == 512);
+  CHECK(*parse_memory_mb("4G") == 4096);
+  CHECK(*parse_memory_mb("1.5G") == 1536);
+  CHECK_FALSE(parse_memory_mb("4X"));
+  CHECK_FALSE(parse_memory_mb("-1G"));
+  CHECK(*parse_duration_s("90") == 90);
+  CHECK(*parse_duration_s("2h") == 7200);
+  CHECK(*parse_duration_s("500ms") == Approx(0.5));
+  CHECK_FALSE(parse_duration_s("soon"));
+}
+
+TEST_CASE("dependencies need a kind and a full id", "[runtime][spec]") {
+  auto id = job_id::generate().str();
+  CHECK(parse_dependency("ok:" + id)->kind == "ok");
+  CHECK(parse_dependency("any:" + id)->kind == "any");
+  CHECK(parse_dependency(id)->kind == "ok");
+  CHECK_FALSE(parse_dependency("maybe:" + id));
+  CHECK_FALSE(parse_dependency("ok:ABC"));
+}

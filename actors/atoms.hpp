@@ -22,5 +22,6 @@ using timeout = caf::atom_constant<caf::atom("m_timeout")>;
 using tick = caf::atom_constant<caf::atom("m_tick")>;
 using schedule = caf::atom_constant<caf::atom("m_sched")>;
 using shutdown = caf::atom_constant<caf::atom("m_shutdn")>;
+using address = caf::atom_constant<caf::atom("m_addr")>;
 
 } // namespace monkey::atoms

@@ -776,6 +776,7 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
   return {
     [=](const envelope& env) { on_envelope(self, env); },
     [=](atoms::schedule) { schedule(self); },
+    [=](atoms::address, const std::string& addr) { self->state.cfg.address = addr; },
     [=](atoms::started, const job_id& id, int32_t number, const launch_result& res) {
       auto& st = self->state;
       auto it = st.jobs.find(id);

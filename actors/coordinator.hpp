@@ -7,7 +7,8 @@
 // attempts of an earlier incarnation are killed and requeued as lost.
 //
 // Receives: envelope (client verbs, from the gateway), the worker messages of
-// actors/worker.hpp, (shutdown, bool drain) → true once no job runs.
+// actors/worker.hpp, (shutdown, bool drain) → true once no job runs, (address, string)
+// once the node is published.
 
 #include <chrono>
 #include <memory>

@@ -46,6 +46,20 @@ std::string monkey_home() {
   return std::string(home) + "/.monkey";
 }
 
+std::string current_user() {
+  if (auto* u = std::getenv("USER"); u && *u)
+    return u;
+  if (auto* pw = ::getpwuid(::getuid()))
+    return pw->pw_name;
+  return std::to_string(::getuid());
+}
+
+std::string current_host() {
+  char hostname[256] = {0};
+  ::gethostname(hostname, sizeof(hostname) - 1);
+  return hostname;
+}
+
 namespace {
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -152,11 +166,8 @@ expected<std::unique_ptr<client>> client::connect(const std::vector<std::string>
       return failure{addr + ": " + h.error()};
     auth_request auth;
     auth.client_nonce = make_nonce();
-    if (auto* u = std::getenv("USER"))
-      auth.user = u;
-    char hostname[256] = {0};
-    ::gethostname(hostname, sizeof(hostname) - 1);
-    auth.host = hostname;
+    auth.user = current_user();
+    auth.host = current_host();
     auth.proof = client_proof(secret, h->nonce, auth.client_nonce, auth.user);
     auto ok = c->impl_->request(*gw, static_cast<uint16_t>(verb::auth), encode(auth),
                                 std::chrono::seconds(10));

@@ -25,6 +25,10 @@ std::string find_secret_file(const std::string& flag);
 /// MONKEY_HOME, default ~/.monkey.
 std::string monkey_home();
 
+/// The user running this process (USER, else the password database) and the host name.
+std::string current_user();
+std::string current_host();
+
 class client {
 public:
   static expected<std::unique_ptr<client>> connect(const std::vector<std::string>& addresses,

@@ -143,38 +143,57 @@ expected<std::vector<int32_t>> expand_array(const std::string& expr) {
   return out;
 }
 
+namespace {
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_'))
+    return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
+      return false;
+  return true;
+}
+
+} // namespace
+
 expected<std::vector<std::string>> substitute_params(const job_spec& spec) {
+  // `{name}` is a placeholder when `name` is an identifier; `${name}` (shell) and other
+  // braces stay literal; `{{` and `}}` are literal braces. An identifier that names no
+  // parameter is an error only when the job has parameters (a likely typo).
   std::vector<std::string> out;
   out.reserve(spec.command.size());
   for (auto& arg : spec.command) {
     std::string res;
     for (size_t i = 0; i < arg.size(); ++i) {
       char c = arg[i];
-      if (c == '{' && i + 1 < arg.size() && arg[i + 1] == '{') {
-        res += '{';
-        ++i;
-      } else if (c == '}' && i + 1 < arg.size() && arg[i + 1] == '}') {
-        res += '}';
-        ++i;
-      } else if (c == '{') {
-        auto end = arg.find('}', i);
-        if (end == std::string::npos)
-          return failure{"unclosed '{' in argument '" + arg + "'"};
-        auto name = arg.substr(i + 1, end - i - 1);
-        auto it = spec.params.find(name);
-        if (it != spec.params.end())
-          res += it->second;
-        else if (name == "array_index" && spec.array_index >= 0)
-          res += std::to_string(spec.array_index);
-        else if (name == "array_index" && !spec.array.empty())
-          res += "{array_index}"; // filled in when the array is expanded
-        else
-          return failure{"placeholder {" + name + "} names no parameter (set it with --set "
-                         + name + "=VALUE)"};
-        i = end;
-      } else {
+      if ((c == '{' || c == '}') && i + 1 < arg.size() && arg[i + 1] == c) {
         res += c;
+        ++i;
+        continue;
       }
+      auto end = c == '{' ? arg.find('}', i) : std::string::npos;
+      auto name = end == std::string::npos ? std::string{} : arg.substr(i + 1, end - i - 1);
+      if (c != '{' || (i > 0 && arg[i - 1] == '$') || !is_identifier(name)) {
+        res += c;
+        continue;
+      }
+      auto it = spec.params.find(name);
+      if (it != spec.params.end())
+        res += it->second;
+      else if (name == "array_index" && spec.array_index >= 0)
+        res += std::to_string(spec.array_index);
+      else if (name == "array_index" || spec.params.empty())
+        res += arg.substr(i, end - i + 1); // filled in per element, or no parameters at all
+      else
+        return failure{"placeholder {" + name + "} names no parameter (parameters: "
+                       + [&] {
+                           std::string names;
+                           for (auto& [k, v] : spec.params)
+                             names += (names.empty() ? "" : ", ") + k;
+                           return names;
+                         }()
+                       + "; write {{" + name + "}} for literal braces)"};
+      i = end;
     }
     out.push_back(std::move(res));
   }

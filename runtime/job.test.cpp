@@ -81,7 +81,8 @@ TEST_CASE("validation names the field and the problem", "[runtime][job]") {
   CHECK_THAT(validate(s), Catch::StartsWith("after:"));
   s = command_spec();
   s.command = {"train", "--lr", "{lr}"};
-  CHECK_THAT(validate(s), Catch::Contains("{lr} names no parameter"));
+  s.params["rate"] = "0.5";
+  CHECK_THAT(validate(s), Catch::Contains("{lr} names no parameter (parameters: rate"));
   s.params["lr"] = "0.5";
   CHECK(validate(s).empty());
 }
@@ -94,8 +95,14 @@ TEST_CASE("placeholders substitute parameters only where written", "[runtime][jo
   auto argv = substitute_params(s);
   REQUIRE(argv);
   CHECK(*argv == std::vector<std::string>{"train", "--lr=0.1", "{literal}", "x7"});
-  s.command = {"bad{"};
-  CHECK_FALSE(substitute_params(s));
+  s.command = {"sh", "-c", "f() { echo ${lr} {lr}; }; awk '{print $1}'", "bad{"};
+  auto shell = substitute_params(s);
+  REQUIRE(shell);
+  CHECK((*shell)[2] == "f() { echo ${lr} 0.1; }; awk '{print $1}'");
+  CHECK((*shell)[3] == "bad{");
+  job_spec plain;
+  plain.command = {"echo", "{x}"};
+  CHECK(substitute_params(plain)->at(1) == "{x}"); // no parameters: nothing to substitute
 }
 
 TEST_CASE("array expressions expand to indices", "[runtime][job]") {

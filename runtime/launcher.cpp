@@ -103,6 +103,10 @@ launch_result launcher::impl::do_spawn(const launch_request& req) {
     return res;
   }
   std::string cgroup_procs;
+  if (!req.cgroup_dir.empty()) {
+    auto parent = req.cgroup_dir.substr(0, req.cgroup_dir.rfind('/'));
+    ::mkdir(parent.c_str(), 0755); // one directory per node, made on first use
+  }
   if (!req.cgroup_dir.empty() && ::mkdir(req.cgroup_dir.c_str(), 0755) == 0) {
     res.cgroup_dir = req.cgroup_dir;
     cgroup_procs = req.cgroup_dir + "/cgroup.procs";

@@ -30,9 +30,7 @@ void init_logging(const std::string& file) {
   else
     sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   sink->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");
-  spdlog::drop_all();
   spdlog::flush_on(spdlog::level::info);
-  spdlog::cfg::load_env_levels();
 }
 
 std::shared_ptr<spdlog::logger> logger(const std::string& area) {
@@ -40,7 +38,7 @@ std::shared_ptr<spdlog::logger> logger(const std::string& area) {
   if (auto existing = spdlog::get(area))
     return existing;
   auto log = std::make_shared<spdlog::logger>(area, current_sink());
-  log->set_level(spdlog::get_level());
+  log->set_level(spdlog::level::info);
   log->flush_on(spdlog::level::info);
   spdlog::register_logger(log);
   spdlog::cfg::load_env_levels();

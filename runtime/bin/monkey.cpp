@@ -168,6 +168,7 @@ int main(int argc, char** argv) {
   globals g;
   CLI::App app{"monkey: run and watch jobs on a Monkey cluster"};
   app.require_subcommand(1);
+  app.fallthrough(true); // --address, --secret-file and --json also after the verb
   app.add_option("--address", g.address, "node HOST:PORT (else MONKEY_ADDRESS, the cluster file, localhost:4700)");
   app.add_option("--secret-file", g.secret_file, "cluster secret (else MONKEY_SECRET_FILE, MONKEY_HOME/secret)");
   app.add_flag("--json", g.json, "machine-readable output");
@@ -222,6 +223,23 @@ int main(int argc, char** argv) {
   auto* devices = app.add_subcommand("devices", "devices of the node");
   auto* nodes = app.add_subcommand("nodes", "nodes of the cluster");
 
+  // An unknown verb is named, not reported as a missing subcommand.
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string a = args[i];
+    if (a == "--address" || a == "--secret-file") {
+      ++i;
+      continue;
+    }
+    if (!a.empty() && a[0] == '-')
+      continue;
+    bool known = false;
+    for (auto* sub : app.get_subcommands([](CLI::App*) { return true; }))
+      known = known || sub->get_name() == a;
+    if (!known)
+      return fail("unknown command '" + a + "' (commands: submit, jobs, status, show, logs, "
+                  "cancel, why, devices, nodes; see monkey --help)", exit_usage);
+    break;
+  }
   try {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
@@ -315,11 +333,8 @@ int main(int argc, char** argv) {
       if (::getcwd(cwd, sizeof(cwd)))
         spec.workdir = cwd;
     }
-    if (auto* u = std::getenv("USER"))
-      spec.user = u;
-    char host[256] = {0};
-    ::gethostname(host, sizeof(host) - 1);
-    spec.host = host;
+    spec.user = current_user();
+    spec.host = current_host();
     if (auto problem = validate(spec); !problem.empty())
       return fail("invalid job: " + problem, exit_usage);
     submit_request req;

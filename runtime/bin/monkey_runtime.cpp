@@ -207,6 +207,7 @@ int main(int argc, char** argv) {
     return fail_start("cannot listen on " + opt.listen + ": " + caf::to_string(bound.error()));
   }
   auto address = published_host + ":" + std::to_string(*bound);
+  caf::anon_send(coordinator, atoms::address::value, address);
   write_file_atomic(opt.data_dir + "/address", address + "\n");
   write_file_atomic(opt.data_dir + "/pid", std::to_string(::getpid()) + "\n");
   log->info("node {} incarnation {} listening on {} ({} cpus, {} MB, {} gpus)", cc.node.str(),
@@ -251,6 +252,8 @@ int main(int argc, char** argv) {
   sys.middleman().unpublish(gateway, *bound);
   for (auto& a : {gateway, coordinator, journal_actor})
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  if (!cc.cgroup_base.empty()) // empty by now: every job's cgroup went with its job
+    ::rmdir((cc.cgroup_base + "/monkey-" + cc.node.str()).c_str());
   log->info("stopped");
   std::fflush(nullptr);
   // Children are gone or requeued; skip the slow teardown of CAF's threads.

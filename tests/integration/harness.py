@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Helpers for Monkey's multi-process integration tests: real monkey-runtime processes,
+the real monkey client, real signals. Each test gets its own MONKEY_HOME and free ports."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN = os.environ.get("MONKEY_BIN_DIR") or os.path.join(os.path.dirname(__file__), "../../build/bin")
+RUNTIME = os.path.join(BIN, "monkey-runtime")
+MONKEY = os.path.join(BIN, "monkey")
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+def wait_until(pred, timeout, what, interval=0.1):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise Failure(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+class Cluster:
+    """A MONKEY_HOME with its secret; nodes are started on free ports."""
+
+    def __init__(self, name):
+        self.home = tempfile.mkdtemp(prefix=f"monkey-it-{name}-")
+        self.env = dict(os.environ)
+        self.env["MONKEY_HOME"] = self.home
+        self.env.pop("MONKEY_ADDRESS", None)
+        self.env.pop("MONKEY_SECRET_FILE", None)
+        self.nodes = {}
+
+    def start(self, name="n1", *args, wait=True):
+        data = os.path.join(self.home, name)
+        addr_file = os.path.join(data, "address")
+        if os.path.exists(addr_file):
+            os.unlink(addr_file)
+        port = self.nodes[name]["port"] if name in self.nodes else 0
+        log = open(os.path.join(self.home, f"{name}.stderr"), "ab")
+        proc = subprocess.Popen([RUNTIME, "--listen", f"127.0.0.1:{port}", "--data-dir", data,
+                                 "--no-measure", *args],
+                                env=self.env, stdout=log, stderr=log, start_new_session=True)
+        node = {"proc": proc, "data": data, "port": port, "stderr": log.name}
+        self.nodes[name] = node
+        if wait:
+            wait_until(lambda: os.path.exists(addr_file) or proc.poll() is not None, 30,
+                       f"{name} to listen")
+            check(proc.poll() is None, f"{name} exited early: {self.stderr(name)}")
+            addr = open(addr_file).read().strip()
+            node["address"] = addr
+            node["port"] = int(addr.rsplit(":", 1)[1])
+            self.env["MONKEY_ADDRESS"] = addr
+        return node
+
+    def stderr(self, name="n1"):
+        with open(self.nodes[name]["stderr"], "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def kill9(self, name="n1"):
+        proc = self.nodes[name]["proc"]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    def stop(self, name="n1", sig=signal.SIGTERM, timeout=60):
+        proc = self.nodes[name]["proc"]
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            proc.wait(timeout)
+        return proc.returncode
+
+    def monkey(self, *args, check_rc=True, env=None, timeout=120):
+        r = subprocess.run([MONKEY, *args], env=env or self.env, capture_output=True,
+                           text=True, timeout=timeout)
+        if check_rc and r.returncode != 0:
+            raise Failure(f"monkey {' '.join(args)} exited {r.returncode}: {r.stderr.strip()}")
+        return r
+
+    def submit(self, *args):
+        out = self.monkey("submit", *args).stdout.strip().splitlines()
+        return out[-1]
+
+    def jobs(self):
+        return json.loads(self.monkey("jobs", "--json").stdout)
+
+    def show(self, job):
+        return json.loads(self.monkey("show", job, "--json").stdout)
+
+    def wait_final(self, job, timeout=120):
+        finals = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+        return wait_until(lambda: (lambda s: s if s["state"] in finals else None)(self.show(job)),
+                          timeout, f"job {job} to finish")
+
+    def wait_all_final(self, timeout=300):
+        finals = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+        return wait_until(lambda: (lambda js: js if js and all(j["state"] in finals for j in js)
+                                   else None)(self.jobs()), timeout, "all jobs to finish",
+                          interval=0.3)
+
+    def close(self):
+        for name, node in self.nodes.items():
+            proc = node["proc"]
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    pass
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is dead, only not yet reaped
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def run(test):
+    """Runs one test function with a fresh cluster; prints a ctest-friendly verdict."""
+    cluster = Cluster(test.__name__)
+    try:
+        test(cluster)
+        print(f"PASS {test.__name__}")
+    except Exception as e:  # noqa: BLE001 - report every failure with the node logs
+        print(f"FAIL {test.__name__}: {e}")
+        for name in cluster.nodes:
+            print(f"--- {name} stderr ---\n{cluster.stderr(name)[-3000:]}")
+            log = os.path.join(cluster.nodes[name]["data"], "runtime.log")
+            if os.path.exists(log):
+                print(f"--- {name} runtime.log (tail) ---")
+                print(open(log, errors="replace").read()[-4000:])
+        cluster.close()
+        sys.exit(1)
+    cluster.close()

@@ -112,9 +112,16 @@ int kill_leftovers(const std::string& cgroup_dir, int pgid, uint64_t start_ticks
   if (pgid > 1 && start_ticks > 0) {
     // The group id may have been reused: only processes started no earlier than the
     // journaled leader belong to the old attempt.
-    for (int pid : pids_in_group(pgid, start_ticks))
-      if (::kill(pid, SIGKILL) == 0)
-        ++killed;
+    // Rescan until nothing is left: a member may fork between a scan and its kill.
+    for (int round = 0; round < 50; ++round) {
+      auto pids = pids_in_group(pgid, start_ticks);
+      if (pids.empty())
+        break;
+      for (int pid : pids)
+        if (::kill(pid, SIGKILL) == 0 && round == 0)
+          ++killed;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
   return killed;
 }

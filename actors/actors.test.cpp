@@ -11,9 +11,9 @@
 #include <caf/io/all.hpp>
 #include <catch2/catch.hpp>
 
-#include "actors/atoms.hpp"
+#include "runtime/atoms.hpp"
 #include "actors/coordinator.hpp"
-#include "actors/gateway.hpp"
+#include "actors/node.hpp"
 #include "actors/journal_actor.hpp"
 #include "actors/messages.hpp"
 #include "runtime/client.hpp"
@@ -40,7 +40,7 @@ struct node_fixture {
   std::string dir;
   std::shared_ptr<journal> store;
   std::shared_ptr<launcher> launch = std::make_shared<launcher>();
-  caf::actor journal_actor, coordinator, gateway;
+  caf::actor root;
   std::string address;
 
   explicit node_fixture(int cpus = 2, std::string data_dir = {}) {
@@ -52,24 +52,25 @@ struct node_fixture {
     auto j = journal::open(dir, nullptr);
     REQUIRE(j);
     store = std::move(*j);
-    coordinator_config cc;
+    node_setup setup;
+    auto& cc = setup.coordinator;
     cc.node = store->node();
     cc.incarnation = store->incarnation();
     cc.data_dir = dir;
     cc.total.cpus = cpus;
     cc.total.mem_mb = 4096;
     cc.kill_grace = std::chrono::milliseconds(500);
-    journal_actor = spawn_journal(sys, store);
-    coordinator = spawn_coordinator(sys, cc, journal_actor, launch);
-    gateway = spawn_gateway(sys, secret, cc.node.str(), coordinator);
-    auto port = sys.middleman().publish(gateway, 0, "127.0.0.1", true);
-    REQUIRE(port);
-    address = "127.0.0.1:" + std::to_string(*port);
+    setup.store = store;
+    setup.launch = launch;
+    setup.secret = secret;
+    auto started = start_node(sys, setup);
+    REQUIRE(started);
+    root = started->root;
+    address = "127.0.0.1:" + std::to_string(started->port);
   }
 
   ~node_fixture() {
-    for (auto& a : {gateway, coordinator, journal_actor})
-      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
   }
 
   std::unique_ptr<client> connect() {

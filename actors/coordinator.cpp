@@ -10,7 +10,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/atoms.hpp"
+#include "runtime/atoms.hpp"
 #include "actors/messages.hpp"
 #include "actors/worker.hpp"
 #include "runtime/envelope.hpp"
@@ -18,6 +18,7 @@
 #include "runtime/logging.hpp"
 #include "runtime/messages/client.hpp"
 #include "runtime/proc.hpp"
+#include "runtime/supervisor.hpp"
 
 extern char** environ;
 
@@ -28,6 +29,7 @@ namespace {
 struct run_info {
   int32_t attempt = 0;
   caf::actor worker;
+  uint32_t restarts = 0; ///< worker restarts (re-adoptions) of this attempt
   resources use;
   std::vector<int> gpus;
   int64_t end_ms = no_end;
@@ -187,7 +189,9 @@ void spawn_worker_for(coordinator_actor* self, const job_id& id, worker_args arg
   auto& st = self->state;
   auto worker = spawn_worker(self->system(), std::move(args), caf::actor_cast<caf::actor>(self),
                              st.journal, st.launch);
-  self->monitor(worker);
+  // Linked: a worker dies with its coordinator (the child process lives on and is
+  // re-adopted); a worker's own crash reaches the exit handler below.
+  self->link_to(worker);
   auto& run = st.running[id];
   run.worker = worker;
   if (!run.stop_pending.empty())
@@ -250,7 +254,7 @@ bool finish_attempt(coordinator_actor* self, const job_id& id, int32_t number,
     for (int g : r->second.gpus)
       st.free_gpus.insert(g);
     if (r->second.worker)
-      self->demonitor(r->second.worker);
+      self->unlink_from(r->second.worker);
     st.running.erase(r);
   }
   auto label = "attempt " + std::to_string(number) + ": " + res.cause;
@@ -752,23 +756,29 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
              self->state.log->critical("cannot recover from the journal: {}", describe(err));
              self->quit(err);
            });
-  self->set_down_handler([=](const caf::down_msg& dm) {
+  self->set_exit_handler([=](const caf::exit_msg& em) {
     auto& st = self->state;
     for (auto& [id, run] : st.running) {
-      if (run.worker.address() != dm.source)
+      if (!run.worker || run.worker.address() != em.source)
         continue;
+      if (em.reason == caf::exit_reason::normal)
+        return; // finished; its done message is on the way or applied
       auto& rec = st.jobs[id];
       auto& at = rec.attempts.back();
       st.log->warn("worker of job {} attempt {} died ({}); restarting it to re-adopt pid {}",
-                   id.short_str(), at.number, caf::to_string(dm.reason), at.pid);
+                   id.short_str(), at.number, caf::to_string(em.reason), at.pid);
       auto args = worker_args_for(st, rec, at);
       args.adopt_pid = at.pid;
       args.pgid = at.pgid;
       args.cgroup_dir = at.cgroup;
       run.worker = nullptr;
+      run.restarts += 1;
       spawn_worker_for(self, id, args);
       return;
     }
+    // Not a worker: our supervisor (or a link) stops us.
+    if (em.reason != caf::exit_reason::normal)
+      self->quit(em.reason);
   });
   auto retention_tick = std::chrono::milliseconds(
     std::clamp<int64_t>(st.cfg.retention_ms / 10, 1000, 3600 * 1000));
@@ -777,6 +787,36 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
     [=](const envelope& env) { on_envelope(self, env); },
     [=](atoms::schedule) { schedule(self); },
     [=](atoms::address, const std::string& addr) { self->state.cfg.address = addr; },
+    [=](atoms::tree) {
+      auto& st = self->state;
+      tree_node me;
+      me.name = "coordinator";
+      me.kind = "coordinator";
+      me.id = self->id();
+      me.state = "running";
+      for (auto& [id, run] : st.running) {
+        tree_node w;
+        w.name = "worker-" + id.short_str() + "-" + std::to_string(run.attempt);
+        w.kind = "worker";
+        w.id = run.worker ? run.worker.id() : 0;
+        w.restarts = run.restarts;
+        w.state = run.worker ? "running" : "starting";
+        me.children.push_back(std::move(w));
+      }
+      return encode(me);
+    },
+    [=](atoms::kill, const std::string& name) -> caf::result<std::string> {
+      for (auto& [id, run] : self->state.running) {
+        if ("worker-" + id.short_str() + "-" + std::to_string(run.attempt) != name)
+          continue;
+        if (!run.worker)
+          return make_error(errc::conflict, name + " is starting; try again");
+        self->send_exit(run.worker, caf::exit_reason::kill);
+        return "killed " + name + "; the coordinator restarts it and it re-adopts pid "
+               + std::to_string(self->state.jobs[id].attempts.back().pid);
+      }
+      return make_error(errc::not_found, "no worker '" + name + "'");
+    },
     [=](atoms::started, const job_id& id, int32_t number, const launch_result& res) {
       auto& st = self->state;
       auto it = st.jobs.find(id);

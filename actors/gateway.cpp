@@ -6,6 +6,7 @@
 
 #include <caf/all.hpp>
 
+#include "runtime/atoms.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/envelope.hpp"
 #include "runtime/errc.hpp"
@@ -22,7 +23,6 @@ constexpr size_t max_pending_challenges = 4096;
 struct gateway_state {
   std::string secret;
   std::string node;
-  caf::actor coordinator;
   std::map<caf::actor_addr, std::string> challenges; ///< client → nonce sent
   std::set<caf::actor_addr> authenticated;
   std::shared_ptr<spdlog::logger> log;
@@ -31,12 +31,14 @@ struct gateway_state {
 
 using gateway_actor = caf::stateful_actor<gateway_state>;
 
-caf::behavior gateway_impl(gateway_actor* self, std::string secret, std::string node,
-                           caf::actor coordinator) {
+caf::actor lookup(gateway_actor* self, const char* name) {
+  return caf::actor_cast<caf::actor>(self->system().registry().get(caf::atom_from_string(name)));
+}
+
+caf::behavior gateway_impl(gateway_actor* self, std::string secret, std::string node) {
   auto& st = self->state;
   st.secret = std::move(secret);
   st.node = std::move(node);
-  st.coordinator = std::move(coordinator);
   st.log = logger("gateway");
   self->set_down_handler([=](const caf::down_msg& dm) {
     self->state.challenges.erase(dm.source);
@@ -89,12 +91,34 @@ caf::behavior gateway_impl(gateway_actor* self, std::string secret, std::string 
           SPDLOG_LOGGER_DEBUG(st.log, "client {}@{} authenticated", req->user, req->host);
           return encode(auth_reply{server_proof(st.secret, nonce, req->client_nonce)});
         }
-        default:
+        case verb::tree:
+        case verb::kill_actor: {
           if (!st.authenticated.count(sender))
             return make_error(errc::unauthenticated,
                               "not authenticated: prove the cluster secret first");
-          self->delegate(st.coordinator, env);
+          auto root = lookup(self, root_supervisor_name);
+          if (!root)
+            return make_error(errc::busy, "the node's supervision tree is not running");
+          if (static_cast<verb>(env.verb) == verb::tree) {
+            self->delegate(root, atoms::tree::value);
+            return caf::delegated<std::string>{};
+          }
+          auto path = decode<std::string>(env.body, "kill");
+          if (!path)
+            return make_error(errc::bad_request, path.error());
+          self->delegate(root, atoms::kill::value, *path);
           return caf::delegated<std::string>{};
+        }
+        default: {
+          if (!st.authenticated.count(sender))
+            return make_error(errc::unauthenticated,
+                              "not authenticated: prove the cluster secret first");
+          auto coordinator = lookup(self, coordinator_name);
+          if (!coordinator)
+            return make_error(errc::busy, "the coordinator is restarting; try again");
+          self->delegate(coordinator, env);
+          return caf::delegated<std::string>{};
+        }
       }
     },
   };
@@ -102,9 +126,8 @@ caf::behavior gateway_impl(gateway_actor* self, std::string secret, std::string 
 
 } // namespace
 
-caf::actor spawn_gateway(caf::actor_system& sys, std::string secret, std::string node,
-                         caf::actor coordinator) {
-  return sys.spawn(gateway_impl, std::move(secret), std::move(node), std::move(coordinator));
+caf::actor spawn_gateway(caf::actor_system& sys, std::string secret, std::string node) {
+  return sys.spawn(gateway_impl, std::move(secret), std::move(node));
 }
 
 } // namespace monkey

@@ -2,8 +2,11 @@
 #pragma once
 // The gateway is the actor a node publishes for clients (CLI, console). A client first
 // proves it knows the cluster secret (hello → nonce; auth → HMAC proof, answered with the
-// node's own proof); only then are its envelopes passed on to the coordinator. Each
-// client is known by its actor address and forgotten when it goes down.
+// node's own proof); only then are its envelopes passed on: `tree` and `kill` to the
+// node's root supervisor, everything else to the coordinator. Both are looked up in the
+// actor registry per request (under the names below), so a restarted coordinator is found
+// without restarting the gateway. Each client is known by its actor address and
+// forgotten when it goes down.
 
 #include <string>
 
@@ -11,7 +14,10 @@
 
 namespace monkey {
 
-caf::actor spawn_gateway(caf::actor_system& sys, std::string secret, std::string node,
-                         caf::actor coordinator);
+/// Registry names (atoms) of the actors the gateway serves.
+constexpr const char* coordinator_name = "coord";
+constexpr const char* root_supervisor_name = "node_sup";
+
+caf::actor spawn_gateway(caf::actor_system& sys, std::string secret, std::string node);
 
 } // namespace monkey

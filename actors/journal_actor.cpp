@@ -3,7 +3,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/atoms.hpp"
+#include "runtime/atoms.hpp"
 #include "actors/messages.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/logging.hpp"

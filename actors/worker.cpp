@@ -7,7 +7,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/atoms.hpp"
+#include "runtime/atoms.hpp"
 #include "actors/messages.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/proc.hpp"

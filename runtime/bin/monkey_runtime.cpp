@@ -12,10 +12,8 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "actors/atoms.hpp"
-#include "actors/coordinator.hpp"
-#include "actors/gateway.hpp"
-#include "actors/journal_actor.hpp"
+#include "runtime/atoms.hpp"
+#include "actors/node.hpp"
 #include "devices/device.hpp"
 #include "runtime/auth.hpp"
 #include "runtime/client.hpp"
@@ -193,32 +191,28 @@ int main(int argc, char** argv) {
   if (auto bad = check_network_config(cfg); !bad.empty())
     return fail_start("network configuration: " + bad);
   caf::actor_system sys{cfg};
-  auto launch = std::make_shared<launcher>();
-  auto journal_actor = spawn_journal(sys, shared_store);
+  node_setup setup;
+  setup.coordinator = cc;
+  setup.store = shared_store;
+  setup.launch = std::make_shared<launcher>();
+  setup.secret = *secret;
+  setup.host = host;
+  setup.port = port;
+  auto node = start_node(sys, setup);
+  if (!node)
+    return fail_start(node.error());
   auto published_host = host == "0.0.0.0" ? std::string{"127.0.0.1"} : host;
-  auto coordinator = spawn_coordinator(sys, cc, journal_actor, launch);
-  auto gateway = spawn_gateway(sys, *secret, cc.node.str(), coordinator);
-  auto bound = sys.middleman().publish(gateway, port, host == "0.0.0.0" ? nullptr : host.c_str(),
-                                       true);
-  if (!bound) {
-    caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(journal_actor, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
-    return fail_start("cannot listen on " + opt.listen + ": " + caf::to_string(bound.error()));
-  }
-  auto address = published_host + ":" + std::to_string(*bound);
-  caf::anon_send(coordinator, atoms::address::value, address);
+  auto address = published_host + ":" + std::to_string(node->port);
+  caf::anon_send(current_coordinator(sys), atoms::address::value, address);
   write_file_atomic(opt.data_dir + "/address", address + "\n");
   write_file_atomic(opt.data_dir + "/pid", std::to_string(::getpid()) + "\n");
   log->info("node {} incarnation {} listening on {} ({} cpus, {} MB, {} gpus)", cc.node.str(),
             cc.incarnation, address, cc.total.cpus, cc.total.mem_mb, cc.total.gpus);
 
-  // The root of the tree: if the coordinator or the journal dies, the node cannot go on.
-  std::atomic<bool> root_failed{false};
+  // main watches the root of the tree: if it gives up, the node cannot go on.
   std::string failure_reason;
   caf::scoped_actor self{sys};
-  self->monitor(coordinator);
-  self->monitor(journal_actor);
+  self->monitor(node->root);
 
   int exit_code = 0;
   for (;;) {
@@ -228,8 +222,7 @@ int main(int argc, char** argv) {
     self->receive_while([&] { return !down; })(
       [&](caf::down_msg& dm) {
         down = true;
-        failure_reason = (dm.source == coordinator.address() ? "coordinator" : "journal")
-                         + std::string(" stopped: ") + caf::to_string(dm.reason);
+        failure_reason = "the node's root supervisor stopped: " + describe(dm.reason);
       },
       caf::after(std::chrono::milliseconds(0)) >> [&] { down = true; });
     if (!failure_reason.empty()) {
@@ -241,17 +234,32 @@ int main(int argc, char** argv) {
     if (sig == SIGTERM || sig == SIGINT) {
       log->info("{} received: {}", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                 opt.drain ? "draining" : "requeueing running jobs");
-      self->request(coordinator, caf::infinite, atoms::shutdown::value, opt.drain)
+      self->request(current_coordinator(sys), caf::infinite, atoms::shutdown::value, opt.drain)
         .receive([](bool) {},
                  [&](caf::error& err) { log->error("shutdown: {}", describe(err)); });
       break;
     }
   }
-  self->request(journal_actor, std::chrono::seconds(10), atoms::flush::value, true)
-    .receive([](bool) {}, [&](caf::error& err) { log->warn("final flush: {}", describe(err)); });
-  sys.middleman().unpublish(gateway, *bound);
-  for (auto& a : {gateway, coordinator, journal_actor})
-    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  if (exit_code == 0) {
+    self->request(node->root, std::chrono::seconds(10), atoms::which::value,
+                  std::string("core"))
+      .receive(
+        [&](caf::actor& core) {
+          self->request(core, std::chrono::seconds(10), atoms::which::value,
+                        std::string("journal"))
+            .receive(
+              [&](caf::actor& journal_actor) {
+                self->request(journal_actor, std::chrono::seconds(10), atoms::flush::value, true)
+                  .receive([](bool) {}, [&](caf::error& err) {
+                    log->warn("final flush: {}", describe(err));
+                  });
+              },
+              [](caf::error&) {});
+        },
+        [](caf::error&) {});
+  }
+  self->demonitor(node->root);
+  caf::anon_send_exit(node->root, caf::exit_reason::user_shutdown);
   if (!cc.cgroup_base.empty()) // empty by now: every job's cgroup went with its job
     ::rmdir((cc.cgroup_base + "/monkey-" + cc.node.str()).c_str());
   log->info("stopped");

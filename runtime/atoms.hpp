@@ -25,3 +25,10 @@ using shutdown = caf::atom_constant<caf::atom("m_shutdn")>;
 using address = caf::atom_constant<caf::atom("m_addr")>;
 
 } // namespace monkey::atoms
+
+namespace monkey::atoms {
+
+using tree = caf::atom_constant<caf::atom("m_tree")>;
+using which = caf::atom_constant<caf::atom("m_which")>;
+
+} // namespace monkey::atoms

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/node.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/gateway.hpp"
+#include "actors/journal_actor.hpp"
+#include "runtime/atoms.hpp"
+#include "runtime/logging.hpp"
+#include "runtime/supervisor.hpp"
+
+namespace monkey {
+
+namespace {
+
+struct publish_state {
+  std::string host;
+  uint16_t port = 0;
+  caf::actor current; // the published gateway (kept to unpublish it after a restart)
+  std::string error;
+};
+
+} // namespace
+
+caf::actor current_coordinator(caf::actor_system& sys) {
+  return caf::actor_cast<caf::actor>(sys.registry().get(caf::atom_from_string(coordinator_name)));
+}
+
+expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
+  auto pub = std::make_shared<publish_state>();
+  pub->host = setup.host;
+  pub->port = setup.port;
+  auto cfg = setup.coordinator;
+  auto store = setup.store;
+  auto launch = setup.launch;
+  auto secret = setup.secret;
+  auto node = cfg.node.str();
+
+  std::vector<child_spec> core;
+  core.push_back({"journal",
+                  [store](caf::actor_system& s, const sibling_map&) {
+                    return spawn_journal(s, store);
+                  },
+                  restart_policy::permanent, false});
+  core.push_back({"coordinator",
+                  [cfg, launch](caf::actor_system& s, const sibling_map& siblings) {
+                    auto c = spawn_coordinator(s, cfg, siblings.at("journal"), launch);
+                    s.registry().put(caf::atom_from_string(coordinator_name), c);
+                    return c;
+                  },
+                  restart_policy::permanent, true});
+  std::vector<child_spec> top;
+  top.push_back({"core",
+                 [core](caf::actor_system& s, const sibling_map&) {
+                   return spawn_supervisor(s, "core",
+                                           {restart_strategy::rest_for_one, 5,
+                                            std::chrono::seconds(10)},
+                                           core);
+                 },
+                 restart_policy::permanent, true});
+  top.push_back({"gateway",
+                 [secret, node, pub](caf::actor_system& s, const sibling_map&) {
+                   auto gw = spawn_gateway(s, secret, node);
+                   auto& mm = s.middleman();
+                   if (pub->current)
+                     mm.unpublish(pub->current, pub->port);
+                   auto host = pub->host;
+                   auto bound = mm.publish(gw, pub->port,
+                                           host.empty() || host == "0.0.0.0" ? nullptr
+                                                                             : host.c_str(),
+                                           true);
+                   if (!bound) {
+                     pub->error = caf::to_string(bound.error());
+                     logger("runtime")->error("cannot publish the gateway on port {}: {}",
+                                              pub->port, pub->error);
+                   } else {
+                     pub->port = *bound;
+                     pub->current = gw;
+                   }
+                   return gw;
+                 },
+                 restart_policy::permanent, false});
+  auto root = spawn_supervisor(sys, "node",
+                               {restart_strategy::one_for_one, 5, std::chrono::seconds(10)},
+                               std::move(top));
+  sys.registry().put(caf::atom_from_string(root_supervisor_name), root);
+  // The gateway factory ran inside the root's start; wait until it has published.
+  caf::scoped_actor self{sys};
+  bool ready = false;
+  for (int i = 0; i < 100 && !ready; ++i) {
+    self->request(root, std::chrono::seconds(10), atoms::which::value, std::string("gateway"))
+      .receive([&](const caf::actor&) { ready = true; }, [&](caf::error&) {});
+    if (!ready)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!pub->error.empty() || !pub->current) {
+    caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
+    return failure{"cannot listen on " + setup.host + ":" + std::to_string(setup.port) + ": "
+                   + (pub->error.empty() ? "the gateway did not start" : pub->error)};
+  }
+  return node_handles{root, pub->port};
+}
+
+} // namespace monkey

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Assembles one node's supervision tree:
+//
+//   node (one_for_one)
+//   ├── core (rest_for_one)        a journal restart restarts the coordinator after it
+//   │   ├── journal
+//   │   └── coordinator            lists its workers; restarted, it recovers from the journal
+//   └── gateway                    published on the node's port (again after a restart)
+//
+// The coordinator is registered as "coord" and the root as "node_sup" in the actor
+// registry, where the gateway finds them.
+
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+
+#include "actors/coordinator.hpp"
+#include "runtime/expected.hpp"
+#include "runtime/journal.hpp"
+#include "runtime/launcher.hpp"
+
+namespace monkey {
+
+struct node_setup {
+  coordinator_config coordinator;
+  std::shared_ptr<journal> store;
+  std::shared_ptr<launcher> launch;
+  std::string secret;
+  std::string host = "127.0.0.1"; ///< "" or "0.0.0.0": all interfaces
+  uint16_t port = 0;
+};
+
+struct node_handles {
+  caf::actor root;
+  uint16_t port = 0; ///< bound port
+};
+
+/// Starts the tree and publishes the gateway; a failure names what went wrong.
+expected<node_handles> start_node(caf::actor_system& sys, node_setup setup);
+
+/// The coordinator now running (looked up in the registry).
+caf::actor current_coordinator(caf::actor_system& sys);
+
+} // namespace monkey

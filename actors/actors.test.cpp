@@ -20,6 +20,7 @@
 #include "runtime/envelope.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/net_config.hpp"
+#include "runtime/supervisor.hpp"
 
 using namespace monkey;
 
@@ -346,4 +347,41 @@ TEST_CASE("the journal actor commits concurrent writes and answers each writer",
     .receive([&](record_list& r) { loaded = std::move(r); }, [](caf::error&) {});
   CHECK(loaded.size() == 200);
   caf::anon_send_exit(ja, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("killed actors are restarted and the running job still finishes once",
+          "[actors][supervisor]") {
+  node_fixture node;
+  auto c = node.connect();
+  auto id = submit(*c, sh("sleep 1.5; echo done"));
+  for (int i = 0; i < 200; ++i) {
+    auto s = c->call<show_reply>(verb::show, id_request{id.str()});
+    REQUIRE(s);
+    if (s->record.state == job_state::running && s->record.attempts.back().pid > 0)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto kill = [&](const std::string& path) {
+    auto r = c->call(verb::kill_actor, encode(path));
+    REQUIRE(r);
+    CHECK_THAT(*r, Catch::Contains("killed"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  };
+  kill("core/coordinator/worker-" + id.short_str() + "-1"); // re-adopted by a new worker
+  kill("core/coordinator");                                 // recovers from the journal
+  kill("core/journal");                                     // restarts the coordinator too
+  auto tree_body = c->call(verb::tree, std::string{});
+  REQUIRE(tree_body);
+  auto tree = decode<tree_node>(*tree_body, "tree");
+  REQUIRE(tree);
+  auto text = render_tree(*tree);
+  CHECK_THAT(text, Catch::Contains("journal  [actor"));
+  CHECK_THAT(text, Catch::Contains("restarts 2")); // the coordinator
+  auto r = wait_final(*c, id);
+  CHECK(r.record.state == job_state::succeeded);
+  CHECK(r.record.attempts.size() == 1);
+  CHECK(read_log(*c, id) == "done\n");
+  auto unknown = c->call(verb::kill_actor, encode(std::string("core/nobody")));
+  REQUIRE_FALSE(unknown);
+  CHECK_THAT(unknown.error(), Catch::Contains("no actor 'nobody'"));
 }

@@ -811,7 +811,10 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
           continue;
         if (!run.worker)
           return make_error(errc::conflict, name + " is starting; try again");
-        self->send_exit(run.worker, caf::exit_reason::kill);
+        // Anonymously: an exit from the coordinator itself would first unlink the worker,
+        // and its death would then never reach the exit handler that restarts it. Not with
+        // exit_reason::kill either: CAF makes that reason fatal for linked actors too.
+        caf::anon_send_exit(run.worker, caf::exit_reason::user_shutdown);
         return "killed " + name + "; the coordinator restarts it and it re-adopts pid "
                + std::to_string(self->state.jobs[id].attempts.back().pid);
       }

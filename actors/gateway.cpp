@@ -23,6 +23,7 @@ constexpr size_t max_pending_challenges = 4096;
 struct gateway_state {
   std::string secret;
   std::string node;
+  caf::actor coordinator; ///< cached; cleared when it goes down
   std::map<caf::actor_addr, std::string> challenges; ///< client → nonce sent
   std::set<caf::actor_addr> authenticated;
   std::shared_ptr<spdlog::logger> log;
@@ -41,6 +42,8 @@ caf::behavior gateway_impl(gateway_actor* self, std::string secret, std::string 
   st.node = std::move(node);
   st.log = logger("gateway");
   self->set_down_handler([=](const caf::down_msg& dm) {
+    if (self->state.coordinator && self->state.coordinator.address() == dm.source)
+      self->state.coordinator = nullptr;
     self->state.challenges.erase(dm.source);
     self->state.authenticated.erase(dm.source);
   });
@@ -113,11 +116,28 @@ caf::behavior gateway_impl(gateway_actor* self, std::string secret, std::string 
           if (!st.authenticated.count(sender))
             return make_error(errc::unauthenticated,
                               "not authenticated: prove the cluster secret first");
-          auto coordinator = lookup(self, coordinator_name);
-          if (!coordinator)
-            return make_error(errc::busy, "the coordinator is restarting; try again");
-          self->delegate(coordinator, env);
-          return caf::delegated<std::string>{};
+          if (st.coordinator) {
+            self->delegate(st.coordinator, env);
+            return caf::delegated<std::string>{};
+          }
+          auto root = lookup(self, root_supervisor_name);
+          if (!root)
+            return make_error(errc::busy, "the node's supervision tree is not running");
+          auto rp = self->make_response_promise<std::string>();
+          self->request(root, std::chrono::seconds(10), atoms::which::value,
+                        std::string(coordinator_path))
+            .then(
+              [=](const caf::actor& coordinator) mutable {
+                self->state.coordinator = coordinator;
+                self->monitor(coordinator);
+                self->request(coordinator, caf::infinite, env)
+                  .then([=](std::string& body) mutable { rp.deliver(std::move(body)); },
+                        [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+              },
+              [=](caf::error&) mutable {
+                rp.deliver(make_error(errc::busy, "the coordinator is restarting; try again"));
+              });
+          return rp;
         }
       }
     },

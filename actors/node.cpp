@@ -23,8 +23,12 @@ struct publish_state {
 
 } // namespace
 
-caf::actor current_coordinator(caf::actor_system& sys) {
-  return caf::actor_cast<caf::actor>(sys.registry().get(caf::atom_from_string(coordinator_name)));
+caf::actor current_coordinator(caf::actor_system& sys, const caf::actor& root) {
+  caf::scoped_actor self{sys};
+  caf::actor out;
+  self->request(root, std::chrono::seconds(10), atoms::which::value, std::string(coordinator_path))
+    .receive([&](caf::actor& a) { out = std::move(a); }, [](caf::error&) {});
+  return out;
 }
 
 expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
@@ -44,10 +48,14 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
                   },
                   restart_policy::permanent, false});
   core.push_back({"coordinator",
-                  [cfg, launch](caf::actor_system& s, const sibling_map& siblings) {
-                    auto c = spawn_coordinator(s, cfg, siblings.at("journal"), launch);
-                    s.registry().put(caf::atom_from_string(coordinator_name), c);
-                    return c;
+                  [cfg, launch, pub](caf::actor_system& s, const sibling_map& siblings) {
+                    auto c = cfg;
+                    if (pub->current) // a restart: the node's address is known by now
+                      c.address = (pub->host.empty() || pub->host == "0.0.0.0"
+                                     ? std::string("127.0.0.1")
+                                     : pub->host)
+                                  + ":" + std::to_string(pub->port);
+                    return spawn_coordinator(s, c, siblings.at("journal"), launch);
                   },
                   restart_policy::permanent, true});
   std::vector<child_spec> top;

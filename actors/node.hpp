@@ -8,8 +8,7 @@
 //   │   └── coordinator            lists its workers; restarted, it recovers from the journal
 //   └── gateway                    published on the node's port (again after a restart)
 //
-// The coordinator is registered as "coord" and the root as "node_sup" in the actor
-// registry, where the gateway finds them.
+// The root is registered as "node_sup" in the actor registry, where the gateway finds it.
 
 #include <memory>
 #include <string>
@@ -40,7 +39,7 @@ struct node_handles {
 /// Starts the tree and publishes the gateway; a failure names what went wrong.
 expected<node_handles> start_node(caf::actor_system& sys, node_setup setup);
 
-/// The coordinator now running (looked up in the registry).
-caf::actor current_coordinator(caf::actor_system& sys);
+/// The coordinator now running under `root` (null when none).
+caf::actor current_coordinator(caf::actor_system& sys, const caf::actor& root);
 
 } // namespace monkey

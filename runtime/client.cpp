@@ -86,8 +86,12 @@ std::vector<std::string> find_addresses(const std::string& flag) {
     return split_list(flag);
   if (auto* a = std::getenv("MONKEY_ADDRESS"); a && *a)
     return split_list(a);
-  std::ifstream in(monkey_home() + "/cluster");
-  if (in) {
+  // The cluster file (written by `monkey up`), else the address file of a node started
+  // with the default data directory.
+  for (auto* file : {"/cluster", "/node/address"}) {
+    std::ifstream in(monkey_home() + file);
+    if (!in)
+      continue;
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     auto list = split_list(text);
     if (!list.empty())
@@ -151,7 +155,9 @@ expected<std::unique_ptr<client>> client::connect(const std::vector<std::string>
     auto gw = c->impl_->sys.middleman().remote_actor(host, port);
     if (!gw) {
       problems += (problems.empty() ? "" : "; ") + std::string("cannot reach a node at ") + addr
-                  + " (" + caf::to_string(gw.error()) + ")";
+                  + (gw.error() == caf::sec::cannot_connect_to_node
+                       ? std::string(" (connection failed: is monkey-runtime running there?)")
+                       : " (" + caf::to_string(gw.error()) + ")");
       continue;
     }
     c->impl_->gateway = *gw;

@@ -16,7 +16,8 @@
 namespace monkey {
 
 /// Where the node is: --address, else MONKEY_ADDRESS, else the cluster file under
-/// MONKEY_HOME, else localhost:4700. Each may list several addresses, comma-separated.
+/// MONKEY_HOME, else MONKEY_HOME/node/address (the default data directory's), else
+/// localhost:4700. Each may list several addresses, comma-separated.
 std::vector<std::string> find_addresses(const std::string& flag);
 
 /// The secret file: --secret-file, else MONKEY_SECRET_FILE, else MONKEY_HOME/secret.

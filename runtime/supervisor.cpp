@@ -236,11 +236,19 @@ caf::behavior supervisor_impl(supervisor_actor* self, std::string name, supervis
       }
       return make_error(errc::not_found, "no actor '" + head + "' under " + st.name);
     },
-    [=](atoms::which, const std::string& child) -> caf::result<caf::actor> {
-      for (auto& slot : self->state.children)
-        if (slot.spec.name == child && slot.handle)
+    [=](atoms::which, const std::string& path) -> caf::result<caf::actor> {
+      auto slash = path.find('/');
+      auto head = path.substr(0, slash);
+      for (auto& slot : self->state.children) {
+        if (slot.spec.name != head || !slot.handle)
+          continue;
+        if (slash == std::string::npos)
           return slot.handle;
-      return make_error(errc::not_found, "no running child '" + child + "'");
+        self->delegate(slot.handle, atoms::which::value, path.substr(slash + 1));
+        return caf::delegated<caf::actor>{};
+      }
+      return make_error(errc::not_found, "no running child '" + head + "' under "
+                                           + self->state.name);
     },
   };
 }

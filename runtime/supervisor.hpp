@@ -10,7 +10,8 @@
 //   (tree)                 → std::string: msgpack tree_node of itself and its children
 //   (kill, std::string p)  → std::string: kills child at path "a/b" (the supervisor of
 //                            that child restarts it), or error(not_found)
-//   (which, std::string n) → caf::actor: the current handle of child n, or error
+//   (which, std::string p) → caf::actor: the current handle of the child at path "a/b",
+//                            or error(not_found)
 // A child spec marked `answers_tree` is asked for (tree) too (e.g. the coordinator lists
 // its workers). States of a node: docs/supervision.md.
 

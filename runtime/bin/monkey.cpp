@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // monkey: the command line of a Monkey cluster (submit, jobs, status, show, logs, cancel,
-// why, devices, nodes, console). Errors go to stderr; --json on every listing verb.
+// why, devices, nodes, tree, kill, console). Errors go to stderr; --json on every listing
+// verb. The console runs the same commands over one connection (see console.cpp).
 
 #include <chrono>
 #include <cstdio>
@@ -12,8 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/auth.hpp"
+#include "runtime/bin/console.hpp"
 #include "runtime/client.hpp"
 #include "runtime/spec_parser.hpp"
+#include "runtime/supervisor.hpp"
 
 using namespace monkey;
 using json = nlohmann::json;
@@ -152,7 +155,9 @@ int exit_code_of(const job_record& rec) {
 
 } // namespace
 
-int main(int argc, char** argv) {
+/// One command line (argv[0] is the program name). `shared` is the console's connection;
+/// without it the command connects by itself.
+int run_cli(int argc, char** argv, client* shared) {
   // Everything after the first "--" is the job's command, untouched by option parsing.
   std::vector<std::string> command;
   std::vector<char*> args;
@@ -222,6 +227,11 @@ int main(int argc, char** argv) {
   why->add_option("ID", job_arg, "job id")->required();
   auto* devices = app.add_subcommand("devices", "devices of the node");
   auto* nodes = app.add_subcommand("nodes", "nodes of the cluster");
+  auto* tree = app.add_subcommand("tree", "the node's live supervision tree with restart counts");
+  auto* kill = app.add_subcommand("kill", "kill an actor by path; its supervisor restarts it");
+  std::string actor_path;
+  kill->add_option("ACTOR", actor_path, "path as shown by tree, e.g. core/coordinator")->required();
+  app.add_subcommand("console", "interactive console: line editing, history, completion");
 
   // An unknown verb is named, not reported as a missing subcommand.
   for (size_t i = 1; i < args.size(); ++i) {
@@ -237,21 +247,44 @@ int main(int argc, char** argv) {
       known = known || sub->get_name() == a;
     if (!known)
       return fail("unknown command '" + a + "' (commands: submit, jobs, status, show, logs, "
-                  "cancel, why, devices, nodes; see monkey --help)", exit_usage);
+                  "cancel, why, devices, nodes, tree, kill, console; see --help)", exit_usage);
     break;
   }
   try {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    int code = app.exit(e); // prints help, or the error on stderr
+    return code == 0 ? 0 : exit_usage;
   }
   if (!command.empty() && !submit->parsed())
     return fail("'--' and a command only go with submit", exit_usage);
 
-  auto conn = open_client(g);
-  if (!conn)
-    return fail(conn.error());
-  auto& c = **conn;
+  std::unique_ptr<client> own;
+  if (!shared) {
+    auto conn = open_client(g);
+    if (!conn)
+      return fail(conn.error());
+    own = std::move(*conn);
+  }
+  auto& c = shared ? *shared : *own;
+
+  if (tree->parsed()) {
+    auto body = c.call(verb::tree, std::string{});
+    if (!body)
+      return fail("tree: " + body.error());
+    auto t = decode<tree_node>(*body, "tree");
+    if (!t)
+      return fail("tree: " + t.error());
+    std::fputs(render_tree(*t).c_str(), stdout);
+    return 0;
+  }
+  if (kill->parsed()) {
+    auto body = c.call(verb::kill_actor, encode(actor_path));
+    if (!body)
+      return fail("kill: " + body.error());
+    std::printf("%s\n", body->c_str()); // plain text
+    return 0;
+  }
 
   if (submit->parsed()) {
     job_spec spec;
@@ -525,4 +558,39 @@ int main(int argc, char** argv) {
     return 0;
   }
   return fail("unknown command", exit_usage);
+}
+
+int main(int argc, char** argv) {
+  // `monkey [--address A] [--secret-file F] console [-c CMD]` runs the console.
+  std::vector<std::string> words(argv + 1, argv + argc);
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i] == "--address" || words[i] == "--secret-file") {
+      ++i;
+      continue;
+    }
+    if (words[i] == "--")
+      break;
+    if (!words[i].empty() && words[i][0] == '-')
+      continue;
+    if (words[i] != "console")
+      break;
+    console_options opt;
+    for (size_t k = 0; k < words.size(); ++k) {
+      if (words[k] == "--address" && k + 1 < words.size())
+        opt.address = words[++k];
+      else if (words[k] == "--secret-file" && k + 1 < words.size())
+        opt.secret_file = words[++k];
+      else if (words[k] == "-c" && k + 1 < words.size())
+        opt.command = words[++k];
+      else if (words[k] == "--help" || words[k] == "-h") {
+        std::printf("monkey console [-c COMMAND]: a REPL on the running node; every monkey "
+                    "verb, plus tree and kill ACTOR; exit or Ctrl-D to leave\n");
+        return 0;
+      } else if (words[k] != "console" && words[k] != "--json") {
+        return fail("console: unexpected argument '" + words[k] + "'", exit_usage);
+      }
+    }
+    return run_console(opt, run_cli);
+  }
+  return run_cli(argc, argv, nullptr);
 }

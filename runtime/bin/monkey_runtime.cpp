@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
     return fail_start(node.error());
   auto published_host = host == "0.0.0.0" ? std::string{"127.0.0.1"} : host;
   auto address = published_host + ":" + std::to_string(node->port);
-  caf::anon_send(current_coordinator(sys), atoms::address::value, address);
+  caf::anon_send(current_coordinator(sys, node->root), atoms::address::value, address);
   write_file_atomic(opt.data_dir + "/address", address + "\n");
   write_file_atomic(opt.data_dir + "/pid", std::to_string(::getpid()) + "\n");
   log->info("node {} incarnation {} listening on {} ({} cpus, {} MB, {} gpus)", cc.node.str(),
@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
     if (sig == SIGTERM || sig == SIGINT) {
       log->info("{} received: {}", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                 opt.drain ? "draining" : "requeueing running jobs");
-      self->request(current_coordinator(sys), caf::infinite, atoms::shutdown::value, opt.drain)
+      self->request(current_coordinator(sys, node->root), caf::infinite, atoms::shutdown::value, opt.drain)
         .receive([](bool) {},
                  [&](caf::error& err) { log->error("shutdown: {}", describe(err)); });
       break;

@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/bin/console.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+
+#include <editline/readline.h>
+
+#include "runtime/auth.hpp"
+#include "runtime/supervisor.hpp"
+
+namespace monkey {
+
+namespace {
+
+const char* const verbs[] = {"submit", "jobs",  "status", "show", "logs", "cancel", "why",
+                             "devices", "nodes", "tree",  "kill", "help", "exit",   nullptr};
+
+client* completion_client = nullptr;
+std::vector<std::string> completion_words;
+
+void collect_paths(const tree_node& n, const std::string& prefix, std::vector<std::string>& out) {
+  for (auto& c : n.children) {
+    auto path = prefix.empty() ? c.name : prefix + "/" + c.name;
+    out.push_back(path);
+    collect_paths(c, path, out);
+  }
+}
+
+char* generator(const char* text, int state) {
+  static size_t index;
+  if (state == 0)
+    index = 0;
+  size_t len = std::strlen(text);
+  while (index < completion_words.size()) {
+    auto& w = completion_words[index++];
+    if (w.compare(0, len, text) == 0)
+      return ::strdup(w.c_str());
+  }
+  return nullptr;
+}
+
+char** complete(const char* text, int start, int /*end*/) {
+  completion_words.clear();
+  std::string before(rl_line_buffer, static_cast<size_t>(start));
+  auto words = split_words(before);
+  if (start == 0 || !words || words->empty()) {
+    for (auto* v = verbs; *v; ++v)
+      completion_words.emplace_back(*v);
+  } else if ((*words)[0] == "kill" && completion_client) {
+    // Actor paths from the live tree.
+    if (auto body = completion_client->call(verb::tree, std::string{}, std::chrono::seconds(3)))
+      if (auto t = decode<tree_node>(*body, "tree"))
+        collect_paths(*t, "", completion_words);
+  } else if (completion_client) {
+    // Job ids (short form) for the verbs that take one.
+    static const char* const takes_id[] = {"show", "logs", "cancel", "why"};
+    for (auto* v : takes_id)
+      if ((*words)[0] == v)
+        if (auto r = completion_client->call<list_reply>(verb::list, list_request{"", 200}))
+          for (auto& j : r->jobs)
+            completion_words.push_back(j.id.short_str());
+  }
+  rl_attempted_completion_over = 1;
+  return rl_completion_matches(text, generator);
+}
+
+expected<std::unique_ptr<client>> connect(const console_options& opt) {
+  auto secret = load_secret(find_secret_file(opt.secret_file), false);
+  if (!secret)
+    return failure{secret.error()};
+  return client::connect(find_addresses(opt.address), *secret);
+}
+
+int run_line(const std::string& line, cli_function run, client* c) {
+  auto words = split_words(line);
+  if (!words) {
+    std::fprintf(stderr, "monkey: %s\n", words.error().c_str());
+    return 2;
+  }
+  std::vector<std::string> args{"monkey"};
+  args.insert(args.end(), words->begin(), words->end());
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int rc = run(static_cast<int>(args.size()), argv.data(), c);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  return rc;
+}
+
+} // namespace
+
+expected<std::vector<std::string>> split_words(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool in_word = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (c == '\'') {
+      auto end = line.find('\'', i + 1);
+      if (end == std::string::npos)
+        return failure{"unterminated ' quote"};
+      cur += line.substr(i + 1, end - i - 1);
+      i = end;
+      in_word = true;
+    } else if (c == '"') {
+      size_t j = i + 1;
+      for (; j < line.size() && line[j] != '"'; ++j) {
+        if (line[j] == '\\' && j + 1 < line.size())
+          ++j;
+        cur += line[j];
+      }
+      if (j >= line.size())
+        return failure{"unterminated \" quote"};
+      i = j;
+      in_word = true;
+    } else if (c == '\\' && i + 1 < line.size()) {
+      cur += line[++i];
+      in_word = true;
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      if (in_word)
+        out.push_back(cur);
+      cur.clear();
+      in_word = false;
+    } else {
+      cur += c;
+      in_word = true;
+    }
+  }
+  if (in_word)
+    out.push_back(cur);
+  return out;
+}
+
+int run_console(const console_options& opt, cli_function run) {
+  auto conn = connect(opt);
+  if (!conn) {
+    std::fprintf(stderr, "monkey: %s\n", conn.error().c_str());
+    return 1;
+  }
+  std::unique_ptr<client> c = std::move(*conn);
+  if (!opt.command.empty())
+    return run_line(opt.command, run, c.get());
+  auto history = monkey_home() + "/console_history";
+  ::using_history();
+  ::stifle_history(1000);
+  ::read_history(history.c_str());
+  completion_client = c.get();
+  rl_attempted_completion_function = complete;
+  rl_completion_append_character = ' ';
+  std::printf("monkey console on %s — commands: submit jobs status show logs cancel why "
+              "devices nodes tree kill; help; exit or Ctrl-D\n", c->address().c_str());
+  std::fflush(stdout);
+  for (;;) {
+    char* raw = ::readline("monkey> ");
+    if (!raw)
+      break;
+    std::string line = raw;
+    std::free(raw);
+    auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos)
+      continue;
+    ::add_history(line.c_str());
+    ::write_history(history.c_str());
+    auto words = split_words(line);
+    if (words && !words->empty() && ((*words)[0] == "exit" || (*words)[0] == "quit"))
+      break;
+    if (words && !words->empty() && (*words)[0] == "help") {
+      run_line("--help", run, c.get());
+      continue;
+    }
+    if (words && !words->empty() && (*words)[0] == "console") {
+      std::fprintf(stderr, "monkey: already in the console\n");
+      continue;
+    }
+    int rc = run_line(line, run, c.get());
+    if (rc != 0) {
+      // A lost connection (the node restarted its gateway, say): connect again.
+      if (!c->call(verb::status, std::string{}, std::chrono::seconds(3))) {
+        if (auto again = connect(opt)) {
+          c = std::move(*again);
+          completion_client = c.get();
+          std::fprintf(stderr, "monkey: reconnected to %s\n", c->address().c_str());
+        }
+      }
+    }
+  }
+  std::printf("\n");
+  return 0;
+}
+
+} // namespace monkey

@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// `monkey console`: a REPL on a running node with line editing, history and tab
+// completion (libedit). Each line is one `monkey` command run over the console's single
+// authenticated connection; `-c CMD` runs one command and exits with its code.
+
+#include <string>
+#include <vector>
+
+#include "runtime/client.hpp"
+#include "runtime/expected.hpp"
+
+namespace monkey {
+
+struct console_options {
+  std::string address;
+  std::string secret_file;
+  std::string command; ///< -c: run this and exit
+};
+
+using cli_function = int (*)(int argc, char** argv, client* shared);
+
+int run_console(const console_options& opt, cli_function run);
+
+/// Splits a command line into words: whitespace separates; '...' is literal; "..." and
+/// backslash escape. An unterminated quote is a failure.
+expected<std::vector<std::string>> split_words(const std::string& line);
+
+} // namespace monkey

@@ -2,6 +2,7 @@
 #include "actors/coordinator.hpp"
 
 #include <algorithm>
+#include <dirent.h>
 #include <fcntl.h>
 #include <set>
 #include <sys/stat.h>
@@ -223,12 +224,18 @@ void start_attempt(coordinator_actor* self, const job_id& id) {
                                                                              * 1000)
                                       : no_end;
   auto gpus = run.gpus;
+  at.gpus.assign(gpus.begin(), gpus.end());
   st.running[id] = std::move(run);
   rec.attempts.push_back(at);
   touch(rec, job_state::running, "attempt " + std::to_string(at.number) + " started");
   auto args = worker_args_for(st, rec, at);
   args.request = build_launch(st.cfg, rec, at, gpus);
-  persist(self, {rec}, [=] { spawn_worker_for(self, id, args); });
+  // The child starts now; its record is journaled in the same grouped commit as its pid
+  // soon after. A crash before that commit kills the child (PR_SET_PDEATHSIG) and, with
+  // cgroups, everything it started (recovery empties the node's cgroups), so the job is
+  // simply still queued: execution is at-least-once, the recorded result exactly-once.
+  spawn_worker_for(self, id, args);
+  persist(self, {rec}, [] {});
 }
 
 /// Applies the end of an attempt to the record; returns false if it was a duplicate.
@@ -680,8 +687,12 @@ void recover(coordinator_actor* self, record_list& recs) {
         run.end_ms = rec.spec.timeout_s > 0
                        ? at.started_ms + static_cast<int64_t>(rec.spec.timeout_s * 1000)
                        : no_end;
+        run.gpus.assign(at.gpus.begin(), at.gpus.end());
+        for (int g : run.gpus)
+          st.free_gpus.erase(g);
         st.running[rec.id] = run;
         auto args = worker_args_for(st, rec, at);
+        args.adopt = true;
         args.adopt_pid = at.pid;
         args.pgid = at.pgid;
         args.cgroup_dir = at.cgroup;
@@ -710,6 +721,26 @@ void recover(coordinator_actor* self, record_list& recs) {
     if (rec.state == job_state::queued)
       st.queued.insert({rec.submit_seq, rec.id});
     st.jobs[rec.id] = std::move(rec);
+  }
+  // With cgroups, whatever an earlier incarnation left in this node's cgroups dies too,
+  // journaled or not (a crash between spawn and its commit leaves no pid behind).
+  if (!st.cfg.cgroup_base.empty()) {
+    std::set<std::string> keep;
+    for (auto& [id, run] : st.running)
+      keep.insert(st.jobs[id].attempts.back().cgroup);
+    auto dir = st.cfg.cgroup_base + "/monkey-" + st.cfg.node.str();
+    if (auto* d = ::opendir(dir.c_str())) {
+      while (auto* e = ::readdir(d)) {
+        std::string name = e->d_name;
+        if (name == "." || name == ".." || e->d_type != DT_DIR)
+          continue;
+        auto path = dir + "/" + name;
+        if (keep.count(path))
+          continue;
+        killed += static_cast<size_t>(kill_leftovers(path, 0, 0));
+      }
+      ::closedir(d);
+    }
   }
   st.log->info("recovered {} jobs from the journal: {} lost attempts requeued or ended, {} "
                "leftover processes killed, {} running attempts re-adopted",
@@ -768,6 +799,7 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
       st.log->warn("worker of job {} attempt {} died ({}); restarting it to re-adopt pid {}",
                    id.short_str(), at.number, caf::to_string(em.reason), at.pid);
       auto args = worker_args_for(st, rec, at);
+      args.adopt = true;
       args.adopt_pid = at.pid;
       args.pgid = at.pgid;
       args.cgroup_dir = at.cgroup;
@@ -839,10 +871,10 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
       if (!finish_attempt(self, id, number, res))
         return;
       auto rec = self->state.jobs[id];
-      persist(self, {rec}, [=] {
-        request_schedule(self);
-        maybe_finish_shutdown(self);
-      });
+      // Its slots are free now: place the next job without waiting for the commit. A
+      // shutdown waits for it, so that no final state is lost at a clean stop.
+      request_schedule(self);
+      persist(self, {rec}, [=] { maybe_finish_shutdown(self); });
     },
     [=](atoms::shutdown, bool drain) {
       auto& st = self->state;

@@ -66,7 +66,7 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
                                             std::chrono::seconds(10)},
                                            core);
                  },
-                 restart_policy::permanent, true});
+                 restart_policy::permanent, true, true});
   top.push_back({"gateway",
                  [secret, node, pub](caf::actor_system& s, const sibling_map&) {
                    auto gw = spawn_gateway(s, secret, node);

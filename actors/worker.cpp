@@ -156,7 +156,17 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
     auto left = std::max<int64_t>(0, deadline - now_ms());
     self->delayed_send(self, std::chrono::milliseconds(left), atoms::timeout::value);
   };
-  if (st.args.adopt_pid > 0) {
+  auto on_spawned = [me](const launch_result& res) {
+    caf::anon_send(me, atoms::spawned::value, res);
+  };
+  if (st.args.adopt && st.args.adopt_pid == 0) {
+    // Restarted before the pid was known: find the child by its log path.
+    if (!st.launch->adopt_request(st.args.stdout_path, on_spawned, on_exit)) {
+      exit_info ex;
+      ex.term_signal = SIGKILL;
+      caf::anon_send(me, atoms::exited::value, ex);
+    }
+  } else if (st.args.adopt_pid > 0) {
     st.pid = st.args.adopt_pid;
     st.pgid = st.args.pgid;
     st.cgroup = st.args.cgroup_dir;
@@ -170,10 +180,7 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
     arm_timeout();
     self->send(self, atoms::tick::value);
   } else {
-    st.launch->spawn(
-      st.args.request,
-      [me](const launch_result& res) { caf::anon_send(me, atoms::spawned::value, res); },
-      on_exit);
+    st.launch->spawn(st.args.request, on_spawned, on_exit);
   }
   return {
     [=](atoms::spawned, const launch_result& res) {
@@ -207,10 +214,10 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
                      st.args.job.short_str(), st.args.attempt, st.dropped_metrics,
                      st.args.metric_rate);
       auto r = judge(st, ex);
+      self->send(st.coordinator, atoms::done::value, st.args.job, st.args.attempt, r);
       // Whatever the main process left behind in its group or cgroup goes with it.
       signal_job(st.cgroup, st.pgid, SIGKILL);
-      cgroup_remove(st.cgroup);
-      self->send(st.coordinator, atoms::done::value, st.args.job, st.args.attempt, r);
+      st.launch->retire_cgroup(st.cgroup);
       self->quit();
     },
     [=](atoms::stop, const std::string& why) {

@@ -25,7 +25,8 @@ struct worker_args {
   job_id job;
   int32_t attempt = 0;
   launch_request request;        ///< used when not adopting
-  int adopt_pid = 0;             ///< non-zero: re-adopt this running child
+  bool adopt = false;            ///< re-adopt a running child instead of spawning one
+  int adopt_pid = 0;             ///< its pid; 0 when never recorded (found by log path)
   int pgid = 0;
   std::string cgroup_dir;
   double timeout_s = 0;          ///< 0: none

@@ -29,4 +29,16 @@ std::vector<device_info> discover_gpus(std::string* why_none);
 /// True when this build includes the CUDA code.
 bool built_with_cuda();
 
+/// Single-precision GEMM speed of the CPU through OpenBLAS with `threads` threads: best
+/// of a few n×n multiplications, in GFLOP/s.
+double measure_cpu_gflops(int threads, int n = 1024);
+
+/// cuBLAS SGEMM speed of CUDA device `index` in GFLOP/s; 0 on any CUDA error or in a
+/// build without CUDA.
+double measure_gpu_gflops(int index, int n = 4096);
+
+/// Runs a small kernel (saxpy) on device `index` and checks its result on the host:
+/// "" when right, else what went wrong.
+std::string gpu_self_test(int index);
+
 } // namespace monkey::devices

@@ -14,11 +14,33 @@ TEST_CASE("the CPU is discovered with its cores and memory", "[devices]") {
   CHECK_FALSE(cpu.model.empty());
 }
 
+TEST_CASE("the CPU GEMM measurement gives a plausible speed", "[devices]") {
+  auto gflops = measure_cpu_gflops(1, 256);
+  CHECK(gflops > 0.1);   // anything real does better than 100 MFLOP/s
+  CHECK(gflops < 1e5);   // and no CPU core does 100 TFLOP/s
+}
+
 TEST_CASE("GPU discovery never fails and says why it found none", "[devices]") {
   std::string why;
   auto gpus = discover_gpus(&why);
   if (gpus.empty())
     CHECK_FALSE(why.empty());
-  for (auto& g : gpus)
+  for (auto& g : gpus) {
     CHECK(g.kind == "cuda");
+    CHECK(g.memory_mb > 0);
+  }
+}
+
+TEST_CASE("a CUDA kernel and cuBLAS run right on every GPU", "[devices][cuda]") {
+  std::string why;
+  auto gpus = discover_gpus(&why);
+  if (gpus.empty()) {
+    WARN("no GPU here (" << why << "): the CUDA checks run on a GPU machine");
+    CHECK(measure_gpu_gflops(0, 64) == 0); // without a GPU: 0, never a crash
+    return;
+  }
+  for (auto& g : gpus) {
+    CHECK(gpu_self_test(g.index).empty());
+    CHECK(measure_gpu_gflops(g.index) > 100); // any CUDA GPU beats 100 GFLOP/s in SGEMM
+  }
 }

@@ -78,9 +78,10 @@ struct attempt_record {
   double cpu_s = 0;
   std::string log_out;
   std::string log_err;
+  std::vector<int32_t> gpus; ///< CUDA device indices it was given
   MSGPACK_DEFINE_MAP(id.node, id.incarnation, id.seq, number, outcome, cause, started_ms,
                      ended_ms, pid, pgid, start_ticks, cgroup, exit_code, term_signal, max_rss_kb,
-                     cpu_s, log_out, log_err);
+                     cpu_s, log_out, log_err, gpus);
 };
 
 struct job_record {

@@ -53,12 +53,22 @@ public:
   /// `on_exit` once it has been reaped.
   void spawn(launch_request req, spawn_callback on_spawned, exit_callback on_exit);
 
-  /// Replaces the exit listener of a child. If it already exited unclaimed, `on_exit` runs
-  /// at once. Returns false when the pid is not a child of this launcher.
+  /// Replaces the exit listener of a child. If it already exited (recently), `on_exit`
+  /// runs at once. Returns false when the pid is not a child of this launcher.
   bool adopt(int pid, exit_callback on_exit);
+
+  /// Re-adopts a child known only by its request's stdout path (its pid was never
+  /// recorded): a queued spawn gets the new callbacks; a spawned child reports to
+  /// `on_spawned` at once and to `on_exit` when it ends. False when nothing matches.
+  bool adopt_request(const std::string& stdout_path, spawn_callback on_spawned,
+                     exit_callback on_exit);
 
   /// Number of children not yet reaped.
   size_t running() const;
+
+  /// Kills what is left in a job's cgroup and removes it, on the launcher thread: a
+  /// cgroup is busy for a moment after its last process exits, and no actor should wait.
+  void retire_cgroup(std::string cgroup_dir);
 
   struct impl;
 

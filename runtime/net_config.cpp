@@ -51,6 +51,10 @@ void apply_network_config(caf::actor_system_config& cfg, const net_settings& s) 
                                   + ": " + text;
                          });
   cfg.set("scheduler.max-threads", s.max_threads);
+  // Work stealing lets idle threads sleep 10 ms between polls: every message from a
+  // non-actor thread (the launcher) then waits for a wake-up. The sharing policy wakes a
+  // thread through a condition variable at once.
+  cfg.set("scheduler.policy", caf::atom("sharing"));
   cfg.set("middleman.heartbeat-interval", caf::timespan{s.heartbeat});
   cfg.set("middleman.connection-timeout", caf::timespan{s.connection_timeout});
   cfg.set("middleman.app-identifiers",

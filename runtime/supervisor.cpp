@@ -50,7 +50,6 @@ struct supervisor_state {
   std::set<caf::actor_addr> retired;               ///< stopped on purpose: downs ignored
   std::shared_ptr<spdlog::logger> log;
   bool shutting_down = false;
-  static inline const char* name_ = "supervisor";
 };
 
 using supervisor_actor = caf::stateful_actor<supervisor_state>;
@@ -230,7 +229,11 @@ caf::behavior supervisor_impl(supervisor_actor* self, std::string name, supervis
           self->delegate(slot.handle, atoms::kill::value, path.substr(slash + 1));
           return caf::delegated<std::string>{};
         }
-        self->send_exit(slot.handle, caf::exit_reason::kill);
+        // exit_reason::kill cannot be trapped: a supervisor so killed would leave its
+        // children running beside their replacements. It gets a trappable exit instead
+        // and stops its subtree in reverse order first.
+        self->send_exit(slot.handle, slot.spec.supervisor ? caf::exit_reason::user_shutdown
+                                                          : caf::exit_reason::kill);
         return "killed " + st.name + "/" + head + " (#" + std::to_string(slot.handle.id())
                + "); its supervisor restarts it";
       }

@@ -45,6 +45,7 @@ struct child_spec {
   std::function<caf::actor(caf::actor_system&, const sibling_map&)> start;
   restart_policy restart = restart_policy::permanent;
   bool answers_tree = false; ///< a supervisor, or an actor that lists its own children
+  bool supervisor = false;   ///< killed as a subtree: told to stop its children first
 };
 
 struct supervisor_flags {

@@ -186,7 +186,7 @@ TEST_CASE("an escalation restarts the failed supervisor under its parent",
                             {f.child("leaf")});
   };
   auto top = f.start(restart_strategy::one_for_one,
-                     {{"inner", inner, restart_policy::permanent, true}});
+                     {{"inner", inner, restart_policy::permanent, true, true}});
   auto first_inner = f.which(top, "inner");
   f.kill(f.which(first_inner, "leaf"));
   f.kill(f.which(first_inner, "leaf")); // second restart in 5 s: inner gives up
@@ -227,13 +227,24 @@ TEST_CASE("kill by path reaches a nested child", "[runtime][supervisor]") {
                             {f.child("leaf")});
   };
   auto top = f.start(restart_strategy::one_for_one,
-                     {{"inner", inner, restart_policy::permanent, true}});
+                     {{"inner", inner, restart_policy::permanent, true, true}});
   f.self->send(top, atoms::kill::value, std::string("inner/leaf"));
   f.sched.run();
   std::string text;
   f.self->receive([&](std::string& t) { text = t; }, caf::after(std::chrono::seconds(0)) >> [] {});
   CHECK_THAT(text, Catch::Contains("killed inner/leaf"));
   CHECK(f.starts["leaf"] == 2);
+  // Killing a supervisor takes its subtree down with it, then restarts both.
+  auto old_leaf = f.which(f.which(top, "inner"), "leaf");
+  f.self->send(top, atoms::kill::value, std::string("inner"));
+  f.sched.run();
+  f.self->receive([](std::string&) {}, caf::after(std::chrono::seconds(0)) >> [] {});
+  CHECK(f.starts["leaf"] == 3);
+  f.self->send(old_leaf, 1);
+  f.sched.run();
+  bool old_answered = false;
+  f.self->receive([&](int) { old_answered = true; }, caf::after(std::chrono::seconds(0)) >> [] {});
+  CHECK_FALSE(old_answered);
   f.self->send(top, atoms::kill::value, std::string("nobody"));
   f.sched.run();
   std::string err;

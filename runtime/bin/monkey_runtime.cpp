@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -46,11 +47,72 @@ struct options {
   std::string mem;
   std::vector<std::string> tags;
   bool no_measure = false;
+  bool no_cgroups = false;
   bool drain = false;
   double kill_grace_s = 10;
   std::string retention = "7d";
   std::string log_file;
 };
+
+/// GEMM GFLOP/s per device, measured once by monkey-measure in a child process and cached
+/// in DATA_DIR/devices.cache (one "KEY<TAB>GFLOPS" line per device, the key naming the
+/// device, its model and its slots, so a changed machine is measured again).
+void measure_devices(std::vector<devices::device_info>& devs, const std::string& data_dir,
+                     spdlog::logger& log) {
+  auto key = [](const devices::device_info& d) {
+    return d.name + "|" + d.model + "|" + std::to_string(d.slots);
+  };
+  std::map<std::string, double> cache;
+  auto cache_path = data_dir + "/devices.cache";
+  {
+    std::ifstream in(cache_path);
+    std::string line;
+    while (std::getline(in, line)) {
+      auto tab = line.rfind('\t');
+      if (tab != std::string::npos)
+        cache[line.substr(0, tab)] = std::atof(line.c_str() + tab + 1);
+    }
+  }
+  std::vector<std::string> argv;
+  for (auto& d : devs) {
+    if (cache.count(key(d)))
+      continue;
+    if (argv.empty()) {
+      char self[4096];
+      auto n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+      std::string dir = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string{};
+      dir = dir.substr(0, dir.rfind('/'));
+      argv = {dir + "/monkey-measure", "--cpus", std::to_string(devs.front().slots)};
+    }
+    if (d.kind == "cuda") {
+      argv.push_back("--gpu");
+      argv.push_back(std::to_string(d.index));
+    }
+  }
+  if (!argv.empty()) {
+    auto out = data_dir + "/devices.measure";
+    int rc = run_and_wait(argv, out);
+    std::ifstream in(out);
+    std::string name;
+    double gflops;
+    std::map<std::string, double> measured;
+    while (in >> name >> gflops)
+      measured[name] = gflops;
+    for (auto& d : devs)
+      if (measured.count(d.name))
+        cache[key(d)] = measured[d.name];
+    if (rc != 0)
+      log.warn("device measurement exited {}; devices without a figure show 0", rc);
+    std::ofstream cache_out(cache_path, std::ios::trunc);
+    for (auto& [k, v] : cache)
+      cache_out << k << '\t' << v << '\n';
+  }
+  for (auto& d : devs) {
+    d.gflops = cache.count(key(d)) ? cache[key(d)] : 0;
+    log.info("device {} ({}): {:.1f} GFLOP/s (SGEMM){}", d.name, d.model, d.gflops,
+             argv.empty() ? ", cached" : "");
+  }
+}
 
 void write_file_atomic(const std::string& path, const std::string& text) {
   auto tmp = path + ".tmp";
@@ -82,6 +144,8 @@ int main(int argc, char** argv) {
   app.add_option("--mem", opt.mem, "memory offered, e.g. 8G (default: all)");
   app.add_option("--tags", opt.tags, "tags this node offers")->delimiter(',');
   app.add_flag("--no-measure", opt.no_measure, "skip measuring device speed");
+  app.add_flag("--no-cgroups", opt.no_cgroups, "track jobs by process group only, even where "
+                                               "cgroup v2 is writable");
   app.add_flag("--drain", opt.drain, "on SIGTERM, wait for running jobs instead of requeueing them");
   app.add_option("--kill-grace", opt.kill_grace_s, "seconds between SIGTERM and SIGKILL")
     ->capture_default_str();
@@ -182,7 +246,10 @@ int main(int argc, char** argv) {
                                                    : std::min(cc.total.gpu_mem_mb, g.memory_mb);
   }
   cc.total.gpus = static_cast<int32_t>(gpus.size());
-  cc.cgroup_base = cgroup_base();
+  cc.devices.front().slots = cc.total.cpus;
+  if (!opt.no_measure)
+    measure_devices(cc.devices, opt.data_dir, *log);
+  cc.cgroup_base = opt.no_cgroups ? std::string{} : cgroup_base();
   log->info("process groups are {}", cc.cgroup_base.empty()
                                        ? "tracked by process group only (no writable cgroup v2)"
                                        : "placed in cgroups under " + cc.cgroup_base);

@@ -4,6 +4,7 @@ the real monkey client, real signals. Each test gets its own MONKEY_HOME and fre
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -154,3 +155,4 @@ def run(test):
         cluster.close()
         sys.exit(1)
     cluster.close()
+    shutil.rmtree(cluster.home, ignore_errors=True)

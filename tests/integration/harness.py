@@ -122,6 +122,17 @@ class Cluster:
                     proc.wait(10)
                 except subprocess.TimeoutExpired:
                     pass
+            # A node killed with -9 leaves its (empty) cgroup directory behind.
+            log = os.path.join(node["data"], "runtime.log")
+            if os.path.exists(log):
+                for line in open(log, errors="replace"):
+                    if " listening on " in line and "] node " in line:
+                        node_id = line.split("] node ", 1)[1].split()[0]
+                        for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+                            try:
+                                os.rmdir(os.path.join(base, "monkey-" + node_id))
+                            except OSError:
+                                pass
 
 
 def pid_alive(pid):

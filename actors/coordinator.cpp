@@ -139,13 +139,18 @@ launch_request build_launch(const coordinator_config& cfg, const job_record& rec
   launch_request req;
   auto argv = substitute_params(rec.spec);
   req.argv = argv ? *argv : rec.spec.command;
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos && kv.rfind("MONKEY_", 0) != 0)
-      env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  // The runtime's own environment (less MONKEY_*), read once: it does not change.
+  static const std::map<std::string, std::string> base_env = [] {
+    std::map<std::string, std::string> out;
+    for (char** e = environ; e && *e; ++e) {
+      std::string kv = *e;
+      auto eq = kv.find('=');
+      if (eq != std::string::npos && kv.rfind("MONKEY_", 0) != 0)
+        out[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    return out;
+  }();
+  auto env = base_env;
   for (auto& [k, v] : rec.spec.env)
     env[k] = v;
   env["MONKEY_JOB_ID"] = rec.id.str();

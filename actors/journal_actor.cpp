@@ -81,6 +81,7 @@ caf::behavior journal_impl(journal_actor* self, std::shared_ptr<journal> store) 
       return true;
     },
     [=](atoms::load) -> caf::result<record_list> {
+      commit(self); // a restarted coordinator must see every write received so far
       auto recs = self->state.store->load_jobs();
       if (!recs)
         return make_error(errc::journal_failure, "cannot load the journal: " + recs.error());

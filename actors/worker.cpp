@@ -203,7 +203,8 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
         st.stop_reason.clear();
         begin_stop(self, why);
       }
-      self->send(self, atoms::tick::value);
+      // The first scan comes after one interval: a short job is scanned once, at its exit.
+      self->delayed_send(self, std::chrono::milliseconds(500), atoms::tick::value);
     },
     [=](atoms::exited, const exit_info& ex) {
       auto& st = self->state;

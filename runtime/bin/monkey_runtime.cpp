@@ -250,9 +250,11 @@ int main(int argc, char** argv) {
   if (!opt.no_measure)
     measure_devices(cc.devices, opt.data_dir, *log);
   cc.cgroup_base = opt.no_cgroups ? std::string{} : cgroup_base();
-  log->info("process groups are {}", cc.cgroup_base.empty()
-                                       ? "tracked by process group only (no writable cgroup v2)"
-                                       : "placed in cgroups under " + cc.cgroup_base);
+  log->info("process groups are {}",
+            !cc.cgroup_base.empty() ? "placed in cgroups under " + cc.cgroup_base
+            : opt.no_cgroups        ? std::string("tracked by process group only (--no-cgroups)")
+                                    : std::string("tracked by process group only (no writable "
+                                                  "cgroup v2)"));
 
   runtime_config cfg;
   if (auto bad = check_network_config(cfg); !bad.empty())

@@ -268,6 +268,11 @@ TEST_CASE("bad requests get errors naming the problem", "[actors][gateway]") {
   auto invalid = c->call<submit_reply>(verb::submit, req);
   REQUIRE_FALSE(invalid);
   CHECK_THAT(invalid.error(), Catch::Contains("command: missing"));
+  submit_request app_req;
+  app_req.spec.app = "nosuchapp";
+  auto app = c->call<submit_reply>(verb::submit, app_req);
+  REQUIRE_FALSE(app);
+  CHECK_THAT(app.error(), Catch::Contains("no app 'nosuchapp'"));
   auto unknown = c->call(static_cast<verb>(999), std::string{});
   REQUIRE_FALSE(unknown);
   CHECK_THAT(unknown.error(), Catch::Contains("unknown verb"));

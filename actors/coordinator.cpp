@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <dirent.h>
+#include <optional>
 #include <fcntl.h>
 #include <set>
 #include <sys/stat.h>
@@ -410,6 +411,9 @@ void on_submit(coordinator_actor* self, caf::response_promise rp, submit_request
     return rp.deliver(make_error(errc::bad_request, "invalid job spec: " + problem));
   if (req.spec.array_index >= 0)
     return rp.deliver(make_error(errc::bad_request, "array_index: set by the node, not by clients"));
+  if (!req.spec.app.empty()) // the app registry comes with the experiment SDK
+    return rp.deliver(make_error(errc::bad_request, "app: no app '" + req.spec.app
+                                                      + "' is registered on this node"));
   for (auto& dep : req.spec.after)
     if (!st.jobs.count(dep.job))
       return rp.deliver(make_error(errc::bad_request,
@@ -588,6 +592,22 @@ status_reply make_status(coordinator_state& st) {
   return s;
 }
 
+/// The job named by an id_request body, or nullopt after answering `rp` with the error.
+std::optional<job_id> requested_job(coordinator_state& st, const envelope& env, const char* what,
+                                    caf::response_promise& rp) {
+  auto req = decode<id_request>(env.body, what);
+  if (!req) {
+    rp.deliver(make_error(errc::bad_request, req.error()));
+    return std::nullopt;
+  }
+  auto id = resolve(st, req->id);
+  if (!id) {
+    rp.deliver(make_error(errc::not_found, id.error()));
+    return std::nullopt;
+  }
+  return *id;
+}
+
 void on_envelope(coordinator_actor* self, const envelope& env) {
   auto rp = self->make_response_promise();
   auto& st = self->state;
@@ -617,12 +637,9 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
       return rp.deliver(reply(r));
     }
     case verb::show: {
-      auto req = decode<id_request>(env.body, "show");
-      if (!req)
-        return rp.deliver(make_error(errc::bad_request, req.error()));
-      auto id = resolve(st, req->id);
+      auto id = requested_job(st, env, "show", rp);
       if (!id)
-        return rp.deliver(make_error(errc::not_found, id.error()));
+        return;
       auto jid = *id;
       self->request(st.journal, std::chrono::seconds(10), atoms::last_metrics::value, jid)
         .then(
@@ -641,12 +658,9 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
       return;
     }
     case verb::why: {
-      auto req = decode<id_request>(env.body, "why");
-      if (!req)
-        return rp.deliver(make_error(errc::bad_request, req.error()));
-      auto id = resolve(st, req->id);
+      auto id = requested_job(st, env, "why", rp);
       if (!id)
-        return rp.deliver(make_error(errc::not_found, id.error()));
+        return;
       return rp.deliver(reply(text_reply{why_text(st, st.jobs[*id])}));
     }
     case verb::cancel: {

@@ -47,6 +47,17 @@ const char* const migrations[] = {
   "CREATE INDEX metrics_job ON metrics(job_id, key, ts_ms);",
 };
 
+/// A metric row selected as (attempt, ts_ms, key, value).
+metric_point read_metric(sqlite3_stmt* s, const job_id& job) {
+  metric_point m;
+  m.job = job;
+  m.attempt = sqlite3_column_int(s, 0);
+  m.ts_ms = sqlite3_column_int64(s, 1);
+  m.key = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
+  m.value = sqlite3_column_double(s, 3);
+  return m;
+}
+
 struct stmt_guard {
   sqlite3_stmt* s = nullptr;
   ~stmt_guard() { sqlite3_finalize(s); }
@@ -346,13 +357,7 @@ expected<std::vector<metric_point>> journal::metrics(const job_id& job, const st
     sqlite3_bind_text(st.s, 3, key.c_str(), -1, SQLITE_TRANSIENT);
   std::vector<metric_point> out;
   while (sqlite3_step(st.s) == SQLITE_ROW) {
-    metric_point m;
-    m.job = job;
-    m.attempt = sqlite3_column_int(st.s, 0);
-    m.ts_ms = sqlite3_column_int64(st.s, 1);
-    m.key = reinterpret_cast<const char*>(sqlite3_column_text(st.s, 2));
-    m.value = sqlite3_column_double(st.s, 3);
-    out.push_back(std::move(m));
+    out.push_back(read_metric(st.s, job));
   }
   return out;
 }
@@ -369,12 +374,7 @@ expected<std::map<std::string, metric_point>> journal::last_metrics(const job_id
   sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
   std::map<std::string, metric_point> out;
   while (sqlite3_step(st.s) == SQLITE_ROW) {
-    metric_point m;
-    m.job = job;
-    m.attempt = sqlite3_column_int(st.s, 0);
-    m.ts_ms = sqlite3_column_int64(st.s, 1);
-    m.key = reinterpret_cast<const char*>(sqlite3_column_text(st.s, 2));
-    m.value = sqlite3_column_double(st.s, 3);
+    auto m = read_metric(st.s, job);
     out[m.key] = m;
   }
   return out;

@@ -29,6 +29,9 @@ std::vector<device_info> discover_gpus(std::string* why_none);
 /// True when this build includes the CUDA code.
 bool built_with_cuda();
 
+// The measurements below live in monkey::device_kernels (OpenBLAS, cuBLAS), which only
+// monkey-measure and the tests link.
+
 /// Single-precision GEMM speed of the CPU through OpenBLAS with `threads` threads: best
 /// of a few n×n multiplications, in GFLOP/s.
 double measure_cpu_gflops(int threads, int n = 1024);

@@ -48,7 +48,6 @@ struct coordinator_state {
   std::unordered_map<job_id, run_info> running;
   std::unordered_map<std::string, std::vector<job_id>> by_key;
   std::unordered_map<std::string, std::vector<caf::response_promise>> key_in_flight;
-  std::map<job_id, std::string> why;
   std::set<int> free_gpus;
   uint64_t next_seq = 0;
   uint64_t attempt_seq = 0;
@@ -320,36 +319,48 @@ std::string dependency_wait(coordinator_state& st, const job_record& rec, std::s
   return {};
 }
 
-void schedule(coordinator_actor* self) {
-  auto& st = self->state;
-  st.schedule_queued = false;
-  if (!st.accepting && !st.draining) {
-    st.why.clear();
-    return;
-  }
+/// The queued jobs as placement sees them; jobs whose dependency can never be met are
+/// put in `doomed` instead.
+std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_id>* doomed) {
   std::vector<queued_job> queue;
-  record_list cancelled;
-  std::vector<job_id> doomed;
+  queue.reserve(st.queued.size());
   for (auto& [seq, id] : st.queued) {
     auto& rec = st.jobs[id];
     std::string never;
     auto wait = dependency_wait(st, rec, never);
     if (!never.empty()) {
-      doomed.push_back(id);
+      if (doomed)
+        doomed->push_back(id);
       continue;
     }
     queued_job q;
     q.id = id;
-    q.label = id.short_str();
     q.priority = rec.spec.priority;
     q.submit_seq = rec.submit_seq;
     q.need = need_of(rec.spec);
     q.timeout_s = rec.spec.timeout_s;
-    q.blocked = wait;
-    if (!st.accepting)
-      q.blocked = "the node is draining: it starts no new attempts";
+    q.blocked = st.accepting ? wait : "the node is draining: it starts no new attempts";
     queue.push_back(std::move(q));
   }
+  return queue;
+}
+
+std::vector<running_job> placement_running(coordinator_state& st) {
+  std::vector<running_job> running;
+  running.reserve(st.running.size());
+  for (auto& [id, run] : st.running)
+    running.push_back({id, run.use, run.end_ms});
+  return running;
+}
+
+void schedule(coordinator_actor* self) {
+  auto& st = self->state;
+  st.schedule_queued = false;
+  if (!st.accepting && !st.draining)
+    return;
+  std::vector<job_id> doomed;
+  auto queue = placement_queue(st, &doomed);
+  record_list cancelled;
   for (auto& id : doomed) {
     auto& rec = st.jobs[id];
     std::string never;
@@ -360,13 +371,25 @@ void schedule(coordinator_actor* self) {
   }
   if (!cancelled.empty())
     persist(self, std::move(cancelled), [=] { request_schedule(self); });
-  std::vector<running_job> running;
-  for (auto& [id, run] : st.running)
-    running.push_back({id, run.use, run.end_ms});
-  auto plan = plan_placement(st.cfg.total, running, std::move(queue), now_ms());
-  st.why = std::move(plan.why);
+  // The hot path builds no explanations; `why` recomputes them when asked.
+  auto plan = plan_placement(st.cfg.total, placement_running(st), std::move(queue), now_ms(),
+                             false);
   for (auto& id : plan.start)
     start_attempt(self, id);
+}
+
+/// Why a queued job waits, from the same placement run with explanations.
+std::string explain_wait(coordinator_state& st, const job_id& id) {
+  auto queue = placement_queue(st, nullptr);
+  for (auto& q : queue)
+    q.label = q.id.short_str();
+  auto plan = plan_placement(st.cfg.total, placement_running(st), std::move(queue), now_ms(), true);
+  if (auto it = plan.why.find(id); it != plan.why.end())
+    return it->second;
+  for (auto& s : plan.start)
+    if (s == id)
+      return "queued; it fits now and starts at the next placement";
+  return "queued; placement runs next";
 }
 
 // ---- client verbs -----------------------------------------------------------------
@@ -389,12 +412,10 @@ job_summary summarize(const job_record& rec) {
 
 std::string why_text(coordinator_state& st, const job_record& rec) {
   switch (rec.state) {
-    case job_state::queued: {
-      auto it = st.why.find(rec.id);
-      if (it != st.why.end())
-        return it->second;
-      return st.accepting ? "queued; placement runs next" : "the node is shutting down";
-    }
+    case job_state::queued:
+      if (!st.accepting && !st.draining)
+        return "the node is shutting down";
+      return explain_wait(st, rec.id);
     case job_state::running:
       return "running attempt " + std::to_string(rec.attempts.back().number) + " (pid "
              + std::to_string(rec.attempts.back().pid) + ")";

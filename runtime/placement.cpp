@@ -65,7 +65,7 @@ std::string never_fits(const resources& total, const resources& need) {
 }
 
 placement_plan plan_placement(const resources& total, const std::vector<running_job>& running,
-                              std::vector<queued_job> queue, int64_t now_ms) {
+                              std::vector<queued_job> queue, int64_t now_ms, bool explain) {
   placement_plan out;
   resources free = total;
   std::vector<running_job> active = running;
@@ -78,11 +78,13 @@ placement_plan plan_placement(const resources& total, const std::vector<running_
   std::string reserved_label;
   for (auto& q : queue) {
     if (!q.blocked.empty()) {
-      out.why[q.id] = q.blocked;
+      if (explain)
+        out.why[q.id] = q.blocked;
       continue;
     }
     if (auto never = never_fits(total, q.need); !never.empty()) {
-      out.why[q.id] = never;
+      if (explain)
+        out.why[q.id] = never;
       continue;
     }
     auto end = q.timeout_s > 0 ? now_ms + static_cast<int64_t>(q.timeout_s * 1000) : no_end;
@@ -112,7 +114,8 @@ placement_plan plan_placement(const resources& total, const std::vector<running_
       reserved_label = q.label;
       out.reserved = q.id;
       out.reservation_ms = at;
-      out.why[q.id] = "waits for resources (" + shortage(free, q.need)
+      if (explain)
+        out.why[q.id] = "waits for resources (" + shortage(free, q.need)
                       + "); holds the reservation, can start " + in_seconds(at, now_ms);
       continue;
     }
@@ -124,6 +127,8 @@ placement_plan plan_placement(const resources& total, const std::vector<running_
       active.push_back({q.id, q.need, end});
       continue;
     }
+    if (!explain)
+      continue;
     std::string why = "behind reservation of job " + reserved_label + " (it can start "
                       + in_seconds(out.reservation_ms, now_ms) + ")";
     if (!fits(free, q.need))

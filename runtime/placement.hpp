@@ -51,7 +51,10 @@ struct placement_plan {
 /// "needs 2 gpus; this node has 0" when the job can never fit `total`, else "".
 std::string never_fits(const resources& total, const resources& need);
 
+/// Decides which queued jobs start now. With `explain` unset no "why" text is built (the
+/// hot path); the decisions are the same either way.
 placement_plan plan_placement(const resources& total, const std::vector<running_job>& running,
-                              std::vector<queued_job> queue, int64_t now_ms);
+                              std::vector<queued_job> queue, int64_t now_ms,
+                              bool explain = true);
 
 } // namespace monkey

@@ -105,3 +105,16 @@ TEST_CASE("missing tags and memory make a job unplaceable", "[runtime][placement
   CHECK_THAT(p.why.at(job_id{1, 1}), Catch::Contains("tag 'fast'"));
   CHECK_THAT(p.why.at(job_id{2, 2}), Catch::Contains("MB memory"));
 }
+
+TEST_CASE("placement decides the same with and without explanations", "[runtime][placement]") {
+  std::vector<running_job> running{{job_id{9, 9}, node(3), 100000}};
+  running[0].use.mem_mb = 0;
+  std::vector<queued_job> queue{job(1, 5), job(2, 1, 0, 50), job(3, 1, 0, 500), job(4, 1, 3)};
+  auto with = plan_placement(node(5), running, queue, 0, true);
+  auto without = plan_placement(node(5), running, queue, 0, false);
+  CHECK(with.start == without.start);
+  CHECK(with.reserved == without.reserved);
+  CHECK(with.reservation_ms == without.reservation_ms);
+  CHECK_FALSE(with.why.empty());
+  CHECK(without.why.empty());
+}

@@ -110,6 +110,18 @@ show_reply wait_final(client& c, const job_id& id, int seconds = 60) {
   return {};
 }
 
+/// Waits until the job's attempt runs with a known pid.
+void wait_running(client& c, const job_id& id) {
+  for (int i = 0; i < 500; ++i) {
+    auto s = c.call<show_reply>(verb::show, id_request{id.str()});
+    REQUIRE(s);
+    if (s->record.state == job_state::running && s->record.attempts.back().pid > 0)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  FAIL("job " << id.str() << " did not start");
+}
+
 std::string read_log(client& c, const job_id& id, int attempt = 0) {
   logs_request req;
   req.id = id.str();
@@ -180,13 +192,7 @@ TEST_CASE("cancel stops a running job and a queued one", "[actors][coordinator]"
   auto c = node.connect();
   auto running = submit(*c, sh("sleep 30"));
   auto queued = submit(*c, sh("true"));
-  for (int i = 0; i < 200; ++i) {
-    auto s = c->call<show_reply>(verb::show, id_request{running.str()});
-    REQUIRE(s);
-    if (s->record.state == job_state::running && s->record.attempts.back().pid > 0)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  wait_running(*c, running);
   auto w = c->call<text_reply>(verb::why, id_request{queued.str()});
   REQUIRE(w);
   CHECK_THAT(w->text, Catch::Contains("needs 1 cpus, 0 free"));
@@ -359,13 +365,7 @@ TEST_CASE("killed actors are restarted and the running job still finishes once",
   node_fixture node;
   auto c = node.connect();
   auto id = submit(*c, sh("sleep 1.5; echo done"));
-  for (int i = 0; i < 200; ++i) {
-    auto s = c->call<show_reply>(verb::show, id_request{id.str()});
-    REQUIRE(s);
-    if (s->record.state == job_state::running && s->record.attempts.back().pid > 0)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  wait_running(*c, id);
   auto kill = [&](const std::string& path) {
     auto r = c->call(verb::kill_actor, encode(path));
     REQUIRE(r);

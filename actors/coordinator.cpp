@@ -661,18 +661,16 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
       auto id = requested_job(st, env, "show", rp);
       if (!id)
         return;
-      auto jid = *id;
-      self->request(st.journal, std::chrono::seconds(10), atoms::last_metrics::value, jid)
+      // The record is taken now, before the metrics: a final record then implies that its
+      // worker's last metrics reached the journal before this request does.
+      show_reply snapshot;
+      snapshot.record = st.jobs[*id];
+      snapshot.why = why_text(st, snapshot.record);
+      self->request(st.journal, std::chrono::seconds(10), atoms::last_metrics::value, *id)
         .then(
           [=](const metric_map& last) mutable {
-            auto& st = self->state;
-            auto it = st.jobs.find(jid);
-            if (it == st.jobs.end())
-              return rp.deliver(make_error(errc::not_found, "job was compacted meanwhile"));
-            show_reply r;
-            r.record = it->second;
+            auto r = snapshot;
             r.last_metrics = last;
-            r.why = why_text(st, it->second);
             rp.deliver(reply(r));
           },
           [=](const caf::error& err) mutable { rp.deliver(err); });

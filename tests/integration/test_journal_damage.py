@@ -2,18 +2,22 @@
 """A garbled WAL tail is dropped with a warning and every committed job survives;
 corruption in the middle of the journal refuses to start with a clear message."""
 import os
-import shutil
 
-from harness import check, run, wait_until
+from harness import check, run
 
 
-def garbled_tail(c):
+def crashed_with_jobs(c, n):
+    """A node that finished n jobs and was then killed with -9; returns its WAL path."""
     node = c.start("n1")
-    for i in range(20):
+    for i in range(n):
         c.submit("--name", f"j{i}", "--", "true")
     c.wait_all_final()
     c.kill9("n1")
-    wal = os.path.join(node["data"], "journal.db-wal")
+    return os.path.join(node["data"], "journal.db-wal")
+
+
+def garbled_tail(c):
+    wal = crashed_with_jobs(c, 20)
     check(os.path.getsize(wal) > 0, "the WAL holds the commits after kill -9")
     with open(wal, "ab") as f:
         f.write(os.urandom(3000))
@@ -26,12 +30,7 @@ def garbled_tail(c):
 
 
 def corrupt_middle(c):
-    node = c.start("n1")
-    for i in range(30):
-        c.submit("--name", f"j{i}", "--", "true")
-    c.wait_all_final()
-    c.kill9("n1")
-    wal = os.path.join(node["data"], "journal.db-wal")
+    wal = crashed_with_jobs(c, 30)
     with open(wal, "r+b") as f:
         f.seek(32 + 24 + 200)  # inside the first frame: later frames are committed data
         f.write(b"\x00\xff\x13\x37")

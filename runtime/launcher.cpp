@@ -37,6 +37,7 @@ struct spawn_job {
 struct child {
   int pidfd = -1;
   launcher::exit_callback on_exit;
+  std::string stdout_path; ///< its key in by_path
 };
 
 /// Everything the child needs, prepared before vfork: it only makes system calls.
@@ -294,6 +295,7 @@ void launcher::impl::loop() {
         child c;
         c.pidfd = pidfd_open(res.pid);
         c.on_exit = std::move(job.on_exit);
+        c.stdout_path = job.req.stdout_path;
         children.emplace(res.pid, std::move(c));
         ++live;
       }
@@ -358,11 +360,7 @@ void launcher::impl::loop() {
           unclaimed.erase(unclaimed_order.front());
           unclaimed_order.pop_front();
         }
-        for (auto p = by_path.begin(); p != by_path.end(); ++p)
-          if (p->second.pid == pid) {
-            by_path.erase(p);
-            break;
-          }
+        by_path.erase(it->second.stdout_path);
       }
       children.erase(it);
       --live;

@@ -53,13 +53,6 @@ uint64_t proc_start_ticks(int pid) {
   return std::stoull(f[20]);
 }
 
-int proc_pgid(int pid) {
-  std::vector<std::string> f;
-  if (pid <= 0 || !read_stat(pid, f))
-    return -1;
-  return std::stoi(f[3]);
-}
-
 std::vector<int> pids_in_group(int pgid, uint64_t min_start_ticks) {
   std::vector<int> out;
   DIR* d = ::opendir("/proc");

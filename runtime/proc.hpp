@@ -11,9 +11,6 @@ namespace monkey {
 /// Field 22 of /proc/PID/stat (start time in clock ticks since boot); 0 when gone.
 uint64_t proc_start_ticks(int pid);
 
-/// Process group of a live pid, or -1.
-int proc_pgid(int pid);
-
 /// Pids whose process group is `pgid` and who started at or after `min_start_ticks`.
 std::vector<int> pids_in_group(int pgid, uint64_t min_start_ticks);
 

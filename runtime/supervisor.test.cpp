@@ -72,6 +72,15 @@ struct fixture {
     return out;
   }
 
+  /// True when `a` still answers a message (a stopped actor does not).
+  bool answers(const caf::actor& a) {
+    self->send(a, 1);
+    sched.run();
+    bool answered = false;
+    self->receive([&](int) { answered = true; }, caf::after(std::chrono::seconds(0)) >> [] {});
+    return answered;
+  }
+
   void kill(const caf::actor& a) {
     caf::anon_send_exit(a, caf::exit_reason::kill);
     sched.run();
@@ -125,11 +134,7 @@ TEST_CASE("one_for_all restarts every child", "[runtime][supervisor]") {
   CHECK(f.starts == std::map<std::string, int>{{"a", 2}, {"b", 2}, {"c", 2}});
   CHECK(f.which(sup, "a") != a);
   // The old a was stopped, not left running beside the new one.
-  f.self->send(a, 1);
-  f.sched.run();
-  bool answered = false;
-  f.self->receive([&](int) { answered = true; }, caf::after(std::chrono::seconds(0)) >> [] {});
-  CHECK_FALSE(answered);
+  CHECK_FALSE(f.answers(a));
 }
 
 TEST_CASE("rest_for_one restarts the child and those started after it",
@@ -159,11 +164,7 @@ TEST_CASE("too many restarts within the period make the supervisor give up",
   CHECK_THAT(caf::to_string(reason), Catch::Contains("gave up"));
   CHECK(f.starts["a"] == 3);
   // Its other children were stopped with it.
-  f.self->send(b, 1);
-  f.sched.run();
-  bool answered = false;
-  f.self->receive([&](int) { answered = true; }, caf::after(std::chrono::seconds(0)) >> [] {});
-  CHECK_FALSE(answered);
+  CHECK_FALSE(f.answers(b));
 }
 
 TEST_CASE("restarts spread beyond the period are allowed", "[runtime][supervisor]") {
@@ -240,11 +241,7 @@ TEST_CASE("kill by path reaches a nested child", "[runtime][supervisor]") {
   f.sched.run();
   f.self->receive([](std::string&) {}, caf::after(std::chrono::seconds(0)) >> [] {});
   CHECK(f.starts["leaf"] == 3);
-  f.self->send(old_leaf, 1);
-  f.sched.run();
-  bool old_answered = false;
-  f.self->receive([&](int) { old_answered = true; }, caf::after(std::chrono::seconds(0)) >> [] {});
-  CHECK_FALSE(old_answered);
+  CHECK_FALSE(f.answers(old_leaf));
   f.self->send(top, atoms::kill::value, std::string("nobody"));
   f.sched.run();
   std::string err;

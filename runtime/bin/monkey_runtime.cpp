@@ -310,22 +310,16 @@ int main(int argc, char** argv) {
     }
   }
   if (exit_code == 0) {
+    // The journal commits what it still holds (metrics batches) before the node stops.
     self->request(node->root, std::chrono::seconds(10), atoms::which::value,
-                  std::string("core"))
+                  std::string("core/journal"))
       .receive(
-        [&](caf::actor& core) {
-          self->request(core, std::chrono::seconds(10), atoms::which::value,
-                        std::string("journal"))
-            .receive(
-              [&](caf::actor& journal_actor) {
-                self->request(journal_actor, std::chrono::seconds(10), atoms::flush::value, true)
-                  .receive([](bool) {}, [&](caf::error& err) {
-                    log->warn("final flush: {}", describe(err));
-                  });
-              },
-              [](caf::error&) {});
+        [&](caf::actor& journal_actor) {
+          self->request(journal_actor, std::chrono::seconds(10), atoms::flush::value, true)
+            .receive([](bool) {},
+                     [&](caf::error& err) { log->warn("final flush: {}", describe(err)); });
         },
-        [](caf::error&) {});
+        [&](caf::error& err) { log->warn("final flush: no journal ({})", describe(err)); });
   }
   self->demonitor(node->root);
   caf::anon_send_exit(node->root, caf::exit_reason::user_shutdown);

@@ -3,6 +3,7 @@
 // journal actor, coordinator, workers (real child processes) and the gateway.
 
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 
 #include "runtime/atoms.hpp"
 #include "actors/coordinator.hpp"
+#include "actors/device_proxy.hpp"
 #include "actors/node.hpp"
 #include "actors/journal_actor.hpp"
 #include "actors/messages.hpp"
@@ -61,6 +63,11 @@ struct node_fixture {
     cc.total.cpus = cpus;
     cc.total.mem_mb = 4096;
     cc.kill_grace = std::chrono::milliseconds(500);
+    devices::device_info cpu;
+    cpu.name = "cpu0";
+    cpu.kind = "cpu";
+    cpu.slots = cpus;
+    cc.devices.push_back(cpu);
     setup.store = store;
     setup.launch = launch;
     setup.secret = secret;
@@ -389,4 +396,98 @@ TEST_CASE("killed actors are restarted and the running job still finishes once",
   auto unknown = c->call(verb::kill_actor, encode(std::string("core/nobody")));
   REQUIRE_FALSE(unknown);
   CHECK_THAT(unknown.error(), Catch::Contains("no actor 'nobody'"));
+}
+
+TEST_CASE("a device proxy runs chunks on its slots and reruns the chunk of a killed worker",
+          "[actors][devices]") {
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  devices::device_info info;
+  info.name = "cpu0";
+  info.kind = "cpu";
+  info.slots = 2;
+  auto proxy = spawn_device_proxy(sys, info);
+  caf::scoped_actor self{sys};
+  auto batch = job_id::generate();
+  // Four chunks of sleep tasks: two run, two wait for a free slot.
+  for (uint64_t i = 0; i < 4; ++i) {
+    task_chunk c;
+    c.seq = i + 1;
+    c.batch = batch;
+    c.fn = find_task_kind("sleep");
+    c.arg = 20000; // 20 ms a task
+    c.first = i * 10;
+    c.count = 10;
+    self->send(proxy, atoms::run_tasks::value, c);
+  }
+  std::string row_body;
+  self->request(proxy, std::chrono::seconds(5), atoms::info::value)
+    .receive([&](const std::string& body) { row_body = body; },
+             [&](caf::error& e) { FAIL(caf::to_string(e)); });
+  auto row = decode<device_row>(row_body, "device row");
+  REQUIRE(row);
+  CHECK(row->slots == 2);
+  CHECK(row->free_slots == 0);
+  // Kill slot0 while it runs its first chunk: the chunk must be reported anyway.
+  std::string killed;
+  self->request(proxy, std::chrono::seconds(5), atoms::kill::value, std::string("slot0"))
+    .receive([&](const std::string& s) { killed = s; },
+             [&](caf::error& e) { FAIL(caf::to_string(e)); });
+  CHECK(killed.find("killed") != std::string::npos);
+  std::set<uint64_t> seen;
+  uint64_t tasks = 0;
+  for (int i = 0; i < 4;) {
+    bool got = false;
+    self->receive(
+      [&](atoms::task_done, const chunk_result& r) {
+        CHECK(r.failures.empty());
+        if (seen.insert(r.seq).second) {
+          tasks += r.count;
+          ++i;
+        }
+        got = true;
+      },
+      caf::after(std::chrono::seconds(30)) >> [&] { FAIL("no chunk result in 30 s"); });
+    REQUIRE(got);
+  }
+  CHECK(seen == std::set<uint64_t>{1, 2, 3, 4});
+  CHECK(tasks == 40);
+  caf::anon_send_exit(proxy, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("task batches run through the node, once per client key", "[actors][tasks]") {
+  node_fixture node;
+  auto c = node.connect();
+  submit_tasks_request req;
+  req.kind = "fail_every";
+  req.arg = 7;
+  req.count = 1000;
+  req.client_key = "key-1";
+  auto first = c->call<submit_tasks_reply>(verb::submit_tasks, req);
+  REQUIRE(first);
+  CHECK_FALSE(first->duplicate);
+  auto again = c->call<submit_tasks_reply>(verb::submit_tasks, req);
+  REQUIRE(again);
+  CHECK(again->duplicate);
+  CHECK(again->id == first->id);
+  task_batch_status st;
+  for (int i = 0; i < 100; ++i) {
+    auto s = c->call<task_batch_status>(verb::wait_tasks,
+                                        wait_tasks_request{first->id.str(), 1000});
+    REQUIRE(s);
+    st = *s;
+    if (st.finished_ms)
+      break;
+  }
+  REQUIRE(st.finished_ms > 0);
+  CHECK(st.failed == 143); // 0, 7, ..., 994
+  CHECK(st.succeeded == 857);
+  auto list = c->call<task_list_reply>(verb::list_tasks, list_request{});
+  REQUIRE(list);
+  CHECK(list->batches.size() == 1);
+  req.kind = "nope";
+  req.client_key.clear();
+  auto bad = c->call<submit_tasks_reply>(verb::submit_tasks, req);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().find("no task kind 'nope'") != std::string::npos);
 }

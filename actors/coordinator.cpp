@@ -38,9 +38,31 @@ struct run_info {
   std::string stop_pending; ///< a stop asked for before the worker existed
 };
 
+/// A device proxy as the coordinator sees it: the chunks it holds.
+struct proxy_ref {
+  std::string name;
+  caf::actor handle;
+  int32_t slots = 1;
+  std::set<uint64_t> chunks;
+};
+
+struct task_waiter {
+  uint64_t seq = 0;
+  caf::response_promise rp;
+};
+
 struct coordinator_state {
   coordinator_config cfg;
   caf::actor journal;
+  caf::actor devices;
+  std::vector<proxy_ref> proxies;
+  task_book tasks;
+  std::vector<task_range> task_final;   ///< reported, waiting for the next grouped write
+  bool task_flush_queued = false;
+  bool task_flush_in_flight = false;
+  uint64_t task_waiter_seq = 0;
+  std::unordered_map<job_id, std::vector<task_waiter>> task_waiters;
+  std::unordered_map<std::string, std::vector<caf::response_promise>> task_key_in_flight;
   std::shared_ptr<launcher> launch;
   std::shared_ptr<spdlog::logger> log;
   std::unordered_map<job_id, job_record> jobs;
@@ -291,7 +313,12 @@ bool finish_attempt(coordinator_actor* self, const job_id& id, int32_t number,
 
 void maybe_finish_shutdown(coordinator_actor* self) {
   auto& st = self->state;
-  if (!st.accepting && st.running.empty() && !st.shutdown_waiters.empty()) {
+  // Chunks in flight finish and their final records are written first; with --drain the
+  // queued tasks run too.
+  bool tasks_idle = st.tasks.in_flight() == 0 && st.task_final.empty()
+                    && !st.task_flush_in_flight
+                    && (!st.draining || st.tasks.queued_tasks() == 0 || st.proxies.empty());
+  if (!st.accepting && st.running.empty() && tasks_idle && !st.shutdown_waiters.empty()) {
     for (auto& rp : st.shutdown_waiters)
       rp.deliver(true);
     st.shutdown_waiters.clear();
@@ -390,6 +417,254 @@ std::string explain_wait(coordinator_state& st, const job_id& id) {
     if (s == id)
       return "queued; it fits now and starts at the next placement";
   return "queued; placement runs next";
+}
+
+// ---- tasks --------------------------------------------------------------------------
+
+/// Hands chunks to the proxies while they have room (two chunks per slot).
+void pump_tasks(coordinator_actor* self) {
+  auto& st = self->state;
+  if (!st.accepting && !st.draining)
+    return;
+  int64_t total_slots = 0;
+  for (auto& p : st.proxies)
+    total_slots += p.slots;
+  if (total_slots == 0)
+    return;
+  for (auto& p : st.proxies) {
+    auto window = static_cast<size_t>(2 * p.slots);
+    while (p.chunks.size() < window && st.tasks.queued_tasks() > 0) {
+      // Spread a small queue over every slot; cap a large one at the configured chunk.
+      auto share = st.tasks.queued_tasks() / static_cast<uint64_t>(2 * total_slots);
+      auto size = std::clamp<uint64_t>(share, 1, std::max<uint32_t>(1, st.cfg.task_chunk));
+      auto c = st.tasks.next(size);
+      if (!c)
+        break;
+      p.chunks.insert(c->seq);
+      self->send(p.handle, atoms::run_tasks::value, std::move(*c));
+    }
+  }
+}
+
+void deliver_task_waiters(coordinator_actor* self, const job_id& id) {
+  auto& st = self->state;
+  auto it = st.task_waiters.find(id);
+  if (it == st.task_waiters.end())
+    return;
+  auto body = encode(*st.tasks.status(id));
+  for (auto& w : it->second)
+    w.rp.deliver(body);
+  st.task_waiters.erase(it);
+}
+
+/// Writes the final records gathered so far: one journal write in flight at a time, so
+/// everything reported meanwhile joins the next one.
+void flush_task_finals(coordinator_actor* self) {
+  auto& st = self->state;
+  st.task_flush_queued = false;
+  if (st.task_flush_in_flight || st.task_final.empty())
+    return;
+  merge_ranges(st.task_final);
+  write_batch batch;
+  batch.task_ranges = std::move(st.task_final);
+  st.task_final.clear();
+  auto ranges = batch.task_ranges;
+  st.task_flush_in_flight = true;
+  self->request(st.journal, caf::infinite, atoms::write::value, std::move(batch))
+    .then(
+      [=](bool) {
+        auto& st = self->state;
+        st.task_flush_in_flight = false;
+        for (auto& id : st.tasks.durable(ranges, now_ms()))
+          deliver_task_waiters(self, id);
+        if (!st.task_final.empty())
+          flush_task_finals(self);
+        maybe_finish_shutdown(self);
+      },
+      [=](const caf::error& err) {
+        auto& st = self->state;
+        st.log->error("journal write of {} task final records failed: {}; retrying",
+                      ranges.size(), describe(err));
+        st.task_flush_in_flight = false;
+        st.task_final.insert(st.task_final.end(), ranges.begin(), ranges.end());
+        st.task_flush_queued = true;
+        self->delayed_send(self, std::chrono::milliseconds(200), atoms::task_flush::value);
+      });
+}
+
+void on_task_done(coordinator_actor* self, const chunk_result& r) {
+  auto& st = self->state;
+  for (auto& p : st.proxies)
+    if (p.chunks.erase(r.seq) > 0)
+      break;
+  auto ranges = st.tasks.report(r, now_ms());
+  st.task_final.insert(st.task_final.end(), std::make_move_iterator(ranges.begin()),
+                       std::make_move_iterator(ranges.end()));
+  if (!st.task_flush_queued && !st.task_flush_in_flight) {
+    st.task_flush_queued = true;
+    self->send(self, atoms::task_flush::value); // behind the reports already queued
+  }
+  pump_tasks(self);
+}
+
+/// Asks the devices supervisor for the proxy of device `name`, and monitors it.
+void discover_proxy(coordinator_actor* self, const std::string& name) {
+  auto& st = self->state;
+  if (!st.devices)
+    return;
+  self->request(st.devices, std::chrono::seconds(5), atoms::which::value, name)
+    .then(
+      [=](const caf::actor& proxy) {
+        self->request(proxy, std::chrono::seconds(5), atoms::info::value)
+          .then(
+            [=](const std::string& body) {
+              auto row = decode<device_row>(body, "device info");
+              auto& st = self->state;
+              for (auto& p : st.proxies)
+                if (p.name == name)
+                  return; // found twice
+              proxy_ref ref;
+              ref.name = name;
+              ref.handle = proxy;
+              ref.slots = row ? std::max(1, row->slots) : 1;
+              self->monitor(proxy);
+              st.proxies.push_back(std::move(ref));
+              st.log->debug("device proxy {} joined with {} slots", name, st.proxies.back().slots);
+              pump_tasks(self);
+            },
+            [=](const caf::error&) {
+              self->delayed_send(self, std::chrono::milliseconds(200), atoms::discover::value,
+                                 name);
+            });
+      },
+      [=](const caf::error&) {
+        self->delayed_send(self, std::chrono::milliseconds(200), atoms::discover::value, name);
+      });
+}
+
+/// Batch named by a full id or a unique suffix of at least 6 characters.
+expected<job_id> resolve_batch(coordinator_state& st, const std::string& text) {
+  if (auto id = job_id::parse(text)) {
+    if (st.tasks.has(*id))
+      return *id;
+    return failure{"no task batch " + text + " on this node"};
+  }
+  if (text.size() < 6)
+    return failure{"'" + text + "' is too short to name a task batch: give at least 6 characters"};
+  std::string upper;
+  for (char c : text)
+    upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::vector<job_id> hits;
+  for (auto& b : st.tasks.list()) {
+    auto s = b.id.str();
+    if (s.size() >= upper.size() && s.compare(s.size() - upper.size(), upper.size(), upper) == 0)
+      hits.push_back(b.id);
+  }
+  if (hits.empty())
+    return failure{"no task batch " + text + " on this node"};
+  if (hits.size() > 1)
+    return failure{"'" + text + "' is ambiguous: " + std::to_string(hits.size())
+                   + " task batches end with it"};
+  return hits.front();
+}
+
+void on_submit_tasks(coordinator_actor* self, caf::response_promise rp,
+                     submit_tasks_request req) {
+  auto& st = self->state;
+  if (!st.accepting)
+    return rp.deliver(make_error(errc::refused, "the node is shutting down and accepts no tasks"));
+  if (!find_task_kind(req.kind)) {
+    std::string known;
+    for (auto& k : task_kinds())
+      known += (known.empty() ? "" : ", ") + k;
+    return rp.deliver(make_error(errc::bad_request, "kind: no task kind '" + req.kind
+                                                      + "' (known: " + known + ")"));
+  }
+  if (req.count == 0 || req.count > max_tasks_per_batch)
+    return rp.deliver(make_error(errc::bad_request,
+                                 "count: must be between 1 and "
+                                   + std::to_string(max_tasks_per_batch) + ", not "
+                                   + std::to_string(req.count)));
+  if (req.kind == "sleep" && req.arg > 3'600'000'000ull)
+    return rp.deliver(make_error(errc::bad_request, "arg: a sleep task sleeps at most an hour"));
+  if (!req.client_key.empty()) {
+    if (auto id = st.tasks.by_key(req.client_key))
+      return rp.deliver(reply(submit_tasks_reply{*id, true}));
+    if (auto it = st.task_key_in_flight.find(req.client_key); it != st.task_key_in_flight.end()) {
+      it->second.push_back(rp);
+      return;
+    }
+    st.task_key_in_flight[req.client_key];
+  }
+  task_batch b;
+  b.id = job_id::generate();
+  b.kind = req.kind;
+  b.arg = req.arg;
+  b.count = req.count;
+  b.priority = req.priority;
+  b.owner = st.cfg.node;
+  b.user = req.user;
+  b.host = req.host;
+  b.client_key = req.client_key;
+  b.submitted_ms = now_ms();
+  write_batch w;
+  w.task_batches.push_back(b);
+  auto key = req.client_key;
+  self->request(st.journal, caf::infinite, atoms::write::value, std::move(w))
+    .then(
+      [=](bool) mutable {
+        auto& st = self->state;
+        st.tasks.add(b, {});
+        auto body = reply(submit_tasks_reply{b.id, false});
+        if (!key.empty()) {
+          for (auto& w : st.task_key_in_flight[key])
+            w.deliver(body);
+          st.task_key_in_flight.erase(key);
+        }
+        rp.deliver(body);
+        pump_tasks(self);
+      },
+      [=](const caf::error& err) mutable {
+        auto e = make_error(errc::journal_failure,
+                            "the task batch could not be made durable: " + describe(err));
+        if (!key.empty()) {
+          for (auto& w : self->state.task_key_in_flight[key])
+            w.deliver(e);
+          self->state.task_key_in_flight.erase(key);
+        }
+        rp.deliver(e);
+      });
+}
+
+void on_wait_tasks(coordinator_actor* self, caf::response_promise rp,
+                   const wait_tasks_request& req) {
+  auto& st = self->state;
+  auto id = resolve_batch(st, req.id);
+  if (!id)
+    return rp.deliver(make_error(errc::not_found, id.error()));
+  if (req.timeout_ms == 0 || st.tasks.complete(*id))
+    return rp.deliver(encode(*st.tasks.status(*id)));
+  auto seq = ++st.task_waiter_seq;
+  st.task_waiters[*id].push_back({seq, rp});
+  auto wait = std::chrono::milliseconds(std::min<uint32_t>(req.timeout_ms, 60000));
+  self->delayed_send(self, wait, atoms::task_wait::value, *id, seq);
+}
+
+void on_task_wait_timeout(coordinator_actor* self, const job_id& id, uint64_t seq) {
+  auto& st = self->state;
+  auto it = st.task_waiters.find(id);
+  if (it == st.task_waiters.end())
+    return;
+  auto& ws = it->second;
+  for (auto w = ws.begin(); w != ws.end(); ++w) {
+    if (w->seq != seq)
+      continue;
+    w->rp.deliver(encode(*st.tasks.status(id)));
+    ws.erase(w);
+    break;
+  }
+  if (ws.empty())
+    st.task_waiters.erase(it);
 }
 
 // ---- client verbs -----------------------------------------------------------------
@@ -599,6 +874,8 @@ status_reply make_status(coordinator_state& st) {
     s.mem_free_mb -= run.use.mem_mb;
   }
   s.gpus_free = static_cast<int32_t>(st.free_gpus.size());
+  s.tasks_queued = st.tasks.queued_tasks();
+  s.tasks_in_flight = st.tasks.in_flight();
   for (auto& d : st.cfg.devices) {
     device_row row;
     row.name = d.name;
@@ -698,11 +975,34 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
     case verb::devices:
     case verb::nodes:
       return rp.deliver(reply(make_status(st)));
+    case verb::submit_tasks: {
+      auto req = decode<submit_tasks_request>(env.body, "tasks submit");
+      if (!req)
+        return rp.deliver(make_error(errc::bad_request, req.error()));
+      return on_submit_tasks(self, rp, std::move(*req));
+    }
+    case verb::list_tasks: {
+      auto req = decode<list_request>(env.body, "tasks");
+      if (!req)
+        return rp.deliver(make_error(errc::bad_request, req.error()));
+      task_list_reply r;
+      r.batches = st.tasks.list();
+      if (req->limit > 0 && r.batches.size() > req->limit)
+        r.batches.erase(r.batches.begin(), r.batches.end() - req->limit);
+      return rp.deliver(reply(r));
+    }
+    case verb::wait_tasks: {
+      auto req = decode<wait_tasks_request>(env.body, "tasks wait");
+      if (!req)
+        return rp.deliver(make_error(errc::bad_request, req.error()));
+      return on_wait_tasks(self, rp, *req);
+    }
     default:
       return rp.deliver(make_error(errc::bad_request,
                                    "unknown verb " + std::to_string(env.verb)));
   }
 }
+
 
 // ---- recovery -----------------------------------------------------------------------
 
@@ -803,6 +1103,7 @@ void compact(coordinator_actor* self) {
     else
       ++it;
   }
+  st.tasks.forget_finished(cutoff);
   self->request(st.journal, caf::infinite, atoms::compact::value, cutoff)
     .then([](size_t) {}, [=](const caf::error& err) {
       self->state.log->warn("compaction failed: {}", describe(err));
@@ -810,10 +1111,12 @@ void compact(coordinator_actor* self) {
 }
 
 caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
-                               caf::actor journal, std::shared_ptr<launcher> launch) {
+                               caf::actor journal, caf::actor devices,
+                               std::shared_ptr<launcher> launch) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.journal = std::move(journal);
+  st.devices = std::move(devices);
   st.launch = std::move(launch);
   st.log = logger("coordinator");
   for (int g : st.cfg.gpu_indices)
@@ -825,6 +1128,41 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
              self->state.log->critical("cannot recover from the journal: {}", describe(err));
              self->quit(err);
            });
+  self->request(st.journal, caf::infinite, atoms::load_tasks::value)
+    .await(
+      [=](task_state_list& batches) {
+        auto& st = self->state;
+        size_t open = 0;
+        for (auto& b : batches) {
+          st.tasks.add(b.batch, b.done);
+          open += st.tasks.complete(b.batch.id) ? 0 : 1;
+        }
+        if (open > 0)
+          st.log->info("recovered {} task batches, {} with tasks still to run ({} tasks)",
+                       batches.size(), open, st.tasks.queued_tasks());
+        for (auto& d : st.cfg.devices)
+          discover_proxy(self, d.name);
+      },
+      [=](const caf::error& err) {
+        self->state.log->critical("cannot recover the task batches: {}", describe(err));
+        self->quit(err);
+      });
+  self->set_down_handler([=](const caf::down_msg& dm) {
+    auto& st = self->state;
+    for (auto it = st.proxies.begin(); it != st.proxies.end(); ++it) {
+      if (it->handle.address() != dm.source)
+        continue;
+      auto name = it->name;
+      for (auto seq : it->chunks)
+        st.tasks.requeue(seq);
+      st.log->warn("device proxy {} went down ({}); {} chunks go back to the queue", name,
+                   caf::to_string(dm.reason), it->chunks.size());
+      st.proxies.erase(it);
+      self->delayed_send(self, std::chrono::milliseconds(50), atoms::discover::value, name);
+      pump_tasks(self);
+      return;
+    }
+  });
   self->set_exit_handler([=](const caf::exit_msg& em) {
     auto& st = self->state;
     for (auto& [id, run] : st.running) {
@@ -856,6 +1194,10 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
   return {
     [=](const envelope& env) { on_envelope(self, env); },
     [=](atoms::schedule) { schedule(self); },
+    [=](atoms::task_done, const chunk_result& r) { on_task_done(self, r); },
+    [=](atoms::task_flush) { flush_task_finals(self); },
+    [=](atoms::task_wait, const job_id& id, uint64_t seq) { on_task_wait_timeout(self, id, seq); },
+    [=](atoms::discover, const std::string& name) { discover_proxy(self, name); },
     [=](atoms::address, const std::string& addr) { self->state.cfg.address = addr; },
     [=](atoms::tree) {
       auto& st = self->state;
@@ -941,8 +1283,9 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
 } // namespace
 
 caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_config cfg, caf::actor journal,
-                             std::shared_ptr<launcher> launch) {
-  return sys.spawn(coordinator_impl, std::move(cfg), std::move(journal), std::move(launch));
+                             caf::actor devices, std::shared_ptr<launcher> launch) {
+  return sys.spawn(coordinator_impl, std::move(cfg), std::move(journal), std::move(devices),
+                   std::move(launch));
 }
 
 } // namespace monkey

@@ -6,9 +6,13 @@
 // client verbs. At start (and after a restart) it rebuilds its state from the journal:
 // attempts of an earlier incarnation are killed and requeued as lost.
 //
+// Tasks (runtime/tasks.hpp) go the light way: one accept record per batch, chunks handed
+// to the device proxies (at most two per slot in flight), final records grouped into one
+// journal write at a time.
+//
 // Receives: envelope (client verbs, from the gateway), the worker messages of
-// actors/worker.hpp, (shutdown, bool drain) → true once no job runs, (address, string)
-// once the node is published.
+// actors/worker.hpp, (task_done, chunk_result) from device proxies, (shutdown, bool drain)
+// → true once no job runs, (address, string) once the node is published.
 
 #include <chrono>
 #include <memory>
@@ -38,9 +42,12 @@ struct coordinator_config {
   int32_t pid = 0;
   int64_t started_ms = 0;
   std::string version;
+  uint32_t task_chunk = 256; ///< most tasks handed to a device proxy in one message
 };
 
+/// `devices` is the devices supervisor (actors/device_proxy.hpp): the coordinator finds
+/// the device proxies under it by their device names.
 caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_config cfg, caf::actor journal,
-                             std::shared_ptr<launcher> launch);
+                             caf::actor devices, std::shared_ptr<launcher> launch);
 
 } // namespace monkey

@@ -35,8 +35,10 @@ void commit(journal_actor* self) {
   std::swap(waiting, st.waiting);
   auto err = st.store->write(batch);
   if (!err.empty()) {
-    st.log->error("commit of {} records and {} metrics failed: {}", batch.records.size(),
-                  batch.metrics.size(), err);
+    st.log->error("commit of {} records, {} metrics, {} task batches and {} task ranges "
+                  "failed: {}",
+                  batch.records.size(), batch.metrics.size(), batch.task_batches.size(),
+                  batch.task_ranges.size(), err);
     for (auto& rp : waiting)
       rp.deliver(make_error(errc::journal_failure, "journal write failed: " + err));
     return;
@@ -55,6 +57,12 @@ caf::behavior journal_impl(journal_actor* self, std::shared_ptr<journal> store) 
       auto& st = self->state;
       for (auto& r : batch.records)
         st.pending.records.push_back(std::move(r));
+      for (auto& m : batch.metrics)
+        st.pending.metrics.push_back(std::move(m));
+      for (auto& b : batch.task_batches)
+        st.pending.task_batches.push_back(std::move(b));
+      for (auto& r : batch.task_ranges)
+        st.pending.task_ranges.push_back(std::move(r));
       auto rp = self->make_response_promise();
       st.waiting.push_back(rp);
       // Everything already in the mailbox joins this commit: the flush goes behind it.
@@ -86,6 +94,13 @@ caf::behavior journal_impl(journal_actor* self, std::shared_ptr<journal> store) 
       if (!recs)
         return make_error(errc::journal_failure, "cannot load the journal: " + recs.error());
       return std::move(*recs);
+    },
+    [=](atoms::load_tasks) -> caf::result<task_state_list> {
+      commit(self);
+      auto tasks = self->state.store->load_tasks();
+      if (!tasks)
+        return make_error(errc::journal_failure, "cannot load the task batches: " + tasks.error());
+      return std::move(*tasks);
     },
     [=](atoms::last_metrics, const job_id& id) -> caf::result<metric_map> {
       commit(self); // reads see every metric received so far

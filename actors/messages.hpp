@@ -21,6 +21,7 @@ struct attempt_result {
 using metric_batch = std::vector<metric_point>;
 using record_list = std::vector<job_record>;
 using metric_map = std::map<std::string, double>;
+using task_state_list = std::vector<journal::task_state>;
 
 } // namespace monkey
 
@@ -32,3 +33,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::launch_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::exit_info)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::attempt_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::job_id)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::task_chunk)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::chunk_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::task_state_list)

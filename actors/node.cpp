@@ -4,6 +4,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "actors/device_proxy.hpp"
 #include "actors/gateway.hpp"
 #include "actors/journal_actor.hpp"
 #include "runtime/atoms.hpp"
@@ -47,6 +48,12 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
                     return spawn_journal(s, store);
                   },
                   restart_policy::permanent, false});
+  auto devs = cfg.devices;
+  core.push_back({"devices",
+                  [devs](caf::actor_system& s, const sibling_map&) {
+                    return spawn_device_supervisor(s, devs);
+                  },
+                  restart_policy::permanent, true, true});
   core.push_back({"coordinator",
                   [cfg, launch, pub](caf::actor_system& s, const sibling_map& siblings) {
                     auto c = cfg;
@@ -55,7 +62,8 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
                                      ? std::string("127.0.0.1")
                                      : pub->host)
                                   + ":" + std::to_string(pub->port);
-                    return spawn_coordinator(s, c, siblings.at("journal"), launch);
+                    return spawn_coordinator(s, c, siblings.at("journal"), siblings.at("devices"),
+                                             launch);
                   },
                   restart_policy::permanent, true});
   std::vector<child_spec> top;

@@ -3,8 +3,9 @@
 // Assembles one node's supervision tree:
 //
 //   node (one_for_one)
-//   ├── core (rest_for_one)        a journal restart restarts the coordinator after it
+//   ├── core (rest_for_one)        a journal restart restarts what comes after it
 //   │   ├── journal
+//   │   ├── devices (one_for_one)  one device proxy per device, each with a task worker per slot
 //   │   └── coordinator            lists its workers; restarted, it recovers from the journal
 //   └── gateway                    published on the node's port (again after a restart)
 //

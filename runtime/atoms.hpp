@@ -30,5 +30,12 @@ namespace monkey::atoms {
 
 using tree = caf::atom_constant<caf::atom("m_tree")>;
 using which = caf::atom_constant<caf::atom("m_which")>;
+using run_tasks = caf::atom_constant<caf::atom("m_runtask")>;
+using task_done = caf::atom_constant<caf::atom("m_taskdone")>;
+using task_flush = caf::atom_constant<caf::atom("m_tflush")>;
+using task_wait = caf::atom_constant<caf::atom("m_twait")>;
+using load_tasks = caf::atom_constant<caf::atom("m_ldtasks")>;
+using discover = caf::atom_constant<caf::atom("m_discover")>;
+using info = caf::atom_constant<caf::atom("m_info")>;
 
 } // namespace monkey::atoms

@@ -31,6 +31,9 @@ const char* to_string(verb v) {
     case verb::nodes: return "nodes";
     case verb::tree: return "tree";
     case verb::kill_actor: return "kill";
+    case verb::submit_tasks: return "tasks submit";
+    case verb::list_tasks: return "tasks";
+    case verb::wait_tasks: return "tasks wait";
   }
   return "unknown";
 }

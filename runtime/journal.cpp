@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <sys/stat.h>
+#include <unordered_map>
 
 #include <sqlite3.h>
 
@@ -45,6 +46,13 @@ const char* const migrations[] = {
   "CREATE TABLE metrics(job_id TEXT NOT NULL, attempt INTEGER NOT NULL, ts_ms INTEGER NOT NULL,"
   " key TEXT NOT NULL, value REAL NOT NULL);"
   "CREATE INDEX metrics_job ON metrics(job_id, key, ts_ms);",
+  // 1 → 2: task batches (accept records) and their final ranges
+  "CREATE TABLE task_batches(id TEXT PRIMARY KEY, submitted_ms INTEGER NOT NULL,"
+  " count INTEGER NOT NULL, final_count INTEGER NOT NULL DEFAULT 0,"
+  " finished_ms INTEGER NOT NULL DEFAULT 0, record BLOB NOT NULL);"
+  "CREATE TABLE task_ranges(batch TEXT NOT NULL, first INTEGER NOT NULL, count INTEGER NOT NULL,"
+  " ok INTEGER NOT NULL, cause TEXT NOT NULL, ended_ms INTEGER NOT NULL);"
+  "CREATE INDEX task_ranges_batch ON task_ranges(batch, first);",
 };
 
 /// A metric row selected as (attempt, ts_ms, key, value).
@@ -138,6 +146,9 @@ journal::~journal() {
   sqlite3_finalize(put_job_);
   sqlite3_finalize(put_transition_);
   sqlite3_finalize(put_metric_);
+  sqlite3_finalize(put_batch_);
+  sqlite3_finalize(put_range_);
+  sqlite3_finalize(batch_final_);
   if (db_)
     sqlite3_close(db_);
 }
@@ -265,7 +276,19 @@ status journal::prepare() {
   if (auto e = prep("INSERT OR IGNORE INTO transitions VALUES(?1,?2,?3,?4,?5)", &put_transition_);
       !e.empty())
     return e;
-  return prep("INSERT INTO metrics VALUES(?1,?2,?3,?4,?5)", &put_metric_);
+  if (auto e = prep("INSERT INTO metrics VALUES(?1,?2,?3,?4,?5)", &put_metric_); !e.empty())
+    return e;
+  if (auto e = prep("INSERT OR IGNORE INTO task_batches(id, submitted_ms, count, record)"
+                    " VALUES(?1,?2,?3,?4)",
+                    &put_batch_);
+      !e.empty())
+    return e;
+  if (auto e = prep("UPDATE task_batches SET final_count = final_count + ?2,"
+                    " finished_ms = max(finished_ms, ?3) WHERE id=?1",
+                    &batch_final_);
+      !e.empty())
+    return e;
+  return prep("INSERT INTO task_ranges VALUES(?1,?2,?3,?4,?5,?6)", &put_range_);
 }
 
 status journal::write(const write_batch& batch) {
@@ -313,11 +336,91 @@ status journal::write(const write_batch& batch) {
     if (sqlite3_step(put_metric_) != SQLITE_DONE)
       return fail("writing a metric");
   }
+  for (auto& b : batch.task_batches) {
+    auto id = b.id.str();
+    auto blob = encode(b);
+    sqlite3_reset(put_batch_);
+    sqlite3_bind_text(put_batch_, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(put_batch_, 2, b.submitted_ms);
+    sqlite3_bind_int64(put_batch_, 3, static_cast<sqlite3_int64>(b.count));
+    sqlite3_bind_blob(put_batch_, 4, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+    if (sqlite3_step(put_batch_) != SQLITE_DONE)
+      return fail("writing a task batch");
+  }
+  for (auto& r : batch.task_ranges) {
+    auto id = r.batch.str();
+    sqlite3_reset(put_range_);
+    sqlite3_bind_text(put_range_, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(put_range_, 2, static_cast<sqlite3_int64>(r.first));
+    sqlite3_bind_int64(put_range_, 3, static_cast<sqlite3_int64>(r.count));
+    sqlite3_bind_int(put_range_, 4, r.ok ? 1 : 0);
+    sqlite3_bind_text(put_range_, 5, r.cause.data(), static_cast<int>(r.cause.size()),
+                      SQLITE_TRANSIENT);
+    sqlite3_bind_int64(put_range_, 6, r.ended_ms);
+    if (sqlite3_step(put_range_) != SQLITE_DONE)
+      return fail("writing a task range");
+    sqlite3_reset(batch_final_);
+    sqlite3_bind_text(batch_final_, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(batch_final_, 2, static_cast<sqlite3_int64>(r.count));
+    sqlite3_bind_int64(batch_final_, 3, r.ended_ms);
+    if (sqlite3_step(batch_final_) != SQLITE_DONE)
+      return fail("counting a task range");
+  }
   if (auto e = exec("COMMIT;"); !e.empty()) {
     exec("ROLLBACK;");
     return e;
   }
   return {};
+}
+
+expected<std::vector<journal::task_state>> journal::load_tasks() {
+  std::vector<task_state> out;
+  std::unordered_map<std::string, size_t> index;
+  {
+    stmt_guard st;
+    if (sqlite3_prepare_v2(db_, "SELECT id, record FROM task_batches ORDER BY submitted_ms", -1,
+                           &st.s, nullptr)
+        != SQLITE_OK)
+      return failure{sqlite3_errmsg(db_)};
+    int rc;
+    while ((rc = sqlite3_step(st.s)) == SQLITE_ROW) {
+      std::string id = reinterpret_cast<const char*>(sqlite3_column_text(st.s, 0));
+      auto* blob = static_cast<const char*>(sqlite3_column_blob(st.s, 1));
+      auto n = static_cast<size_t>(sqlite3_column_bytes(st.s, 1));
+      auto b = decode<task_batch>(std::string_view(blob ? blob : "", n), "task batch record");
+      if (!b)
+        return failure{"task batch " + id + ": " + b.error()};
+      index[id] = out.size();
+      out.push_back({std::move(*b), {}});
+    }
+    if (rc != SQLITE_DONE)
+      return failure{sqlite3_errmsg(db_)};
+  }
+  stmt_guard st;
+  if (sqlite3_prepare_v2(db_,
+                         "SELECT batch, first, count, ok, cause, ended_ms FROM task_ranges"
+                         " ORDER BY batch, first",
+                         -1, &st.s, nullptr)
+      != SQLITE_OK)
+    return failure{sqlite3_errmsg(db_)};
+  int rc;
+  while ((rc = sqlite3_step(st.s)) == SQLITE_ROW) {
+    std::string id = reinterpret_cast<const char*>(sqlite3_column_text(st.s, 0));
+    auto it = index.find(id);
+    if (it == index.end())
+      continue; // its batch was compacted
+    task_range r;
+    r.batch = out[it->second].batch.id;
+    r.first = static_cast<uint64_t>(sqlite3_column_int64(st.s, 1));
+    r.count = static_cast<uint64_t>(sqlite3_column_int64(st.s, 2));
+    r.ok = sqlite3_column_int(st.s, 3) != 0;
+    r.cause = reinterpret_cast<const char*>(sqlite3_column_text(st.s, 4));
+    r.ended_ms = sqlite3_column_int64(st.s, 5);
+    out[it->second].done.push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE)
+    return failure{sqlite3_errmsg(db_)};
+  return out;
 }
 
 expected<std::vector<job_record>> journal::load_jobs() {
@@ -396,6 +499,16 @@ expected<size_t> journal::compact(int64_t cutoff_ms) {
     return failure{e};
   }
   auto n = static_cast<size_t>(sqlite3_changes(db_));
+  sql = "DELETE FROM doomed;"
+        "INSERT INTO doomed SELECT id FROM task_batches WHERE final_count >= count"
+        " AND finished_ms < " + cut + ";"
+        "DELETE FROM task_ranges WHERE batch IN (SELECT id FROM doomed);"
+        "DELETE FROM task_batches WHERE id IN (SELECT id FROM doomed);";
+  if (auto e = exec(sql.c_str()); !e.empty()) {
+    exec("ROLLBACK;");
+    return failure{e};
+  }
+  n += static_cast<size_t>(sqlite3_changes(db_));
   if (auto e = exec("COMMIT;"); !e.empty()) {
     exec("ROLLBACK;");
     return failure{e};

@@ -12,6 +12,7 @@
 
 #include "runtime/expected.hpp"
 #include "runtime/job.hpp"
+#include "runtime/tasks.hpp"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -22,7 +23,11 @@ namespace monkey {
 struct write_batch {
   std::vector<job_record> records; ///< upserted whole; each also appends a transition row
   std::vector<metric_point> metrics;
-  bool empty() const { return records.empty() && metrics.empty(); }
+  std::vector<task_batch> task_batches; ///< accept records of task batches
+  std::vector<task_range> task_ranges;  ///< final records of task ranges
+  bool empty() const {
+    return records.empty() && metrics.empty() && task_batches.empty() && task_ranges.empty();
+  }
 };
 
 /// Result of scanning a WAL file before SQLite opens it.
@@ -39,7 +44,7 @@ wal_scan scan_wal(const std::string& path);
 
 class journal {
 public:
-  static constexpr int schema_version = 1;
+  static constexpr int schema_version = 2;
 
   /// Opens (creating when absent) DIR/journal.db. A garbled WAL tail is ignored with a
   /// warning appended to `warnings`; corruption in the middle is a failure.
@@ -57,6 +62,13 @@ public:
 
   expected<std::vector<job_record>> load_jobs();
 
+  /// Every task batch with its final ranges.
+  struct task_state {
+    task_batch batch;
+    std::vector<task_range> done;
+  };
+  expected<std::vector<task_state>> load_tasks();
+
   /// Metric points of one job in time order (all keys when `key` is empty).
   expected<std::vector<metric_point>> metrics(const job_id& job, const std::string& key,
                                               size_t limit);
@@ -65,7 +77,8 @@ public:
   expected<std::map<std::string, metric_point>> last_metrics(const job_id& job);
 
   /// Deletes final jobs last updated before `cutoff_ms`, with their transitions and
-  /// metrics; returns how many jobs went.
+  /// metrics, and task batches all of whose tasks were final before it; returns how many
+  /// jobs and batches went.
   expected<size_t> compact(int64_t cutoff_ms);
 
   /// Number of transition rows of a job (for tests and `show`).
@@ -83,6 +96,9 @@ private:
   sqlite3_stmt* put_job_ = nullptr;
   sqlite3_stmt* put_transition_ = nullptr;
   sqlite3_stmt* put_metric_ = nullptr;
+  sqlite3_stmt* put_batch_ = nullptr;
+  sqlite3_stmt* put_range_ = nullptr;
+  sqlite3_stmt* batch_final_ = nullptr;
   std::string path_;
   node_id node_;
   uint32_t incarnation_ = 0;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <sqlite3.h>
 
 using namespace monkey;
 
@@ -89,10 +90,10 @@ TEST_CASE("a newer version of a record wins and an older one never overwrites it
   auto rec = make_record(1);
   rec.version = 5;
   rec.reason = "five";
-  REQUIRE((*j)->write({{rec}, {}}).empty());
+  REQUIRE((*j)->write({{rec}, {}, {}, {}}).empty());
   rec.version = 3;
   rec.reason = "three";
-  REQUIRE((*j)->write({{rec}, {}}).empty());
+  REQUIRE((*j)->write({{rec}, {}, {}, {}}).empty());
   auto recs = (*j)->load_jobs();
   REQUIRE(recs->size() == 1);
   CHECK(recs->at(0).reason == "five");
@@ -127,7 +128,7 @@ TEST_CASE("compaction removes old final jobs and keeps the rest", "[runtime][jou
   old_queued.updated_ms = 1000;
   auto new_done = make_record(3);
   new_done.state = job_state::failed;
-  REQUIRE((*j)->write({{old_done, old_queued, new_done}, {{old_done.id, 1, 1, "x", 1}}}).empty());
+  REQUIRE((*j)->write({{old_done, old_queued, new_done}, {{old_done.id, 1, 1, "x", 1}}, {}, {}}).empty());
   auto n = (*j)->compact(now_ms() - 60000);
   REQUIRE(n);
   CHECK(*n == 1);
@@ -216,4 +217,76 @@ TEST_CASE("a corrupt database file refuses to start with a clear message",
   auto j = journal::open(dir, nullptr);
   REQUIRE_FALSE(j);
   CHECK_THAT(j.error(), Catch::Contains("refusing to start"));
+}
+
+TEST_CASE("task batches and their final ranges survive a reopen, and are compacted",
+          "[runtime][journal][tasks]") {
+  auto dir = temp_dir();
+  task_batch done_batch, open_batch;
+  {
+    auto j = journal::open(dir, nullptr);
+    REQUIRE(j);
+    done_batch.id = job_id::generate();
+    done_batch.kind = "noop";
+    done_batch.count = 10;
+    done_batch.submitted_ms = 100;
+    open_batch.id = job_id::generate();
+    open_batch.kind = "sleep";
+    open_batch.arg = 5;
+    open_batch.count = 50;
+    open_batch.submitted_ms = 200;
+    write_batch w;
+    w.task_batches = {done_batch, open_batch};
+    REQUIRE((*j)->write(w).empty());
+    write_batch f;
+    f.task_ranges = {{done_batch.id, 0, 7, true, "", 1000},
+                     {done_batch.id, 7, 1, false, "boom", 1000},
+                     {done_batch.id, 8, 2, true, "", 1000},
+                     {open_batch.id, 0, 20, true, "", 1000}};
+    REQUIRE((*j)->write(f).empty());
+  }
+  auto j = journal::open(dir, nullptr);
+  REQUIRE(j);
+  auto tasks = (*j)->load_tasks();
+  REQUIRE(tasks);
+  REQUIRE(tasks->size() == 2);
+  CHECK((*tasks)[0].batch.id == done_batch.id);
+  CHECK((*tasks)[0].done.size() == 3);
+  CHECK((*tasks)[0].done[1].cause == "boom");
+  CHECK((*tasks)[1].batch.kind == "sleep");
+  CHECK((*tasks)[1].batch.arg == 5);
+  CHECK((*tasks)[1].done.size() == 1);
+  // Only the batch whose tasks are all final goes, with its ranges.
+  auto n = (*j)->compact(now_ms());
+  REQUIRE(n);
+  CHECK(*n == 1);
+  tasks = (*j)->load_tasks();
+  REQUIRE(tasks->size() == 1);
+  CHECK((*tasks)[0].batch.id == open_batch.id);
+}
+
+TEST_CASE("a schema-1 journal is migrated to the current schema", "[runtime][journal]") {
+  auto dir = temp_dir();
+  auto rec = make_record(1);
+  {
+    auto j = journal::open(dir, nullptr);
+    REQUIRE((*j)->write({{rec}, {}, {}, {}}).empty());
+  }
+  // Take it back to schema 1: drop what version 2 added.
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open((dir + "/journal.db").c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db,
+                         "DROP TABLE task_ranges; DROP TABLE task_batches;"
+                         " DELETE FROM schema_version WHERE version > 1;",
+                         nullptr, nullptr, nullptr)
+            == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto j = journal::open(dir, nullptr);
+  REQUIRE(j);
+  CHECK((*j)->load_jobs()->size() == 1);
+  auto tasks = (*j)->load_tasks();
+  REQUIRE(tasks);
+  CHECK(tasks->empty());
 }

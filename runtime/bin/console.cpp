@@ -15,7 +15,7 @@ namespace monkey {
 namespace {
 
 const char* const verbs[] = {"submit", "jobs",  "status", "show", "logs", "cancel", "why",
-                             "devices", "nodes", "tree",  "kill", "help", "exit",   nullptr};
+                             "devices", "nodes", "tree",  "kill", "tasks", "help", "exit", nullptr};
 
 client* completion_client = nullptr;
 std::vector<std::string> completion_words;
@@ -152,7 +152,7 @@ int run_console(const console_options& opt, cli_function run) {
   rl_attempted_completion_function = complete;
   rl_completion_append_character = ' ';
   std::printf("monkey console on %s — commands: submit jobs status show logs cancel why "
-              "devices nodes tree kill; help; exit or Ctrl-D\n", c->address().c_str());
+              "devices nodes tree kill tasks; help; exit or Ctrl-D\n", c->address().c_str());
   std::fflush(stdout);
   for (;;) {
     char* raw = ::readline("monkey> ");

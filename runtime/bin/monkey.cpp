@@ -233,6 +233,27 @@ int run_cli(int argc, char** argv, client* shared) {
   kill->add_option("ACTOR", actor_path, "path as shown by tree, e.g. core/coordinator")->required();
   app.add_subcommand("console", "interactive console: line editing, history, completion");
 
+  // tasks: the light work kind (built-in functions, no child process)
+  auto* tasks = app.add_subcommand("tasks", "task batches: submit, list (default), wait");
+  auto* tasks_submit = tasks->add_subcommand("submit", "submit a batch of built-in tasks");
+  auto* tasks_list = tasks->add_subcommand("list", "list task batches");
+  auto* tasks_wait = tasks->add_subcommand("wait", "wait until every task of a batch is final");
+  std::string task_kind = "noop", batch_arg;
+  uint64_t task_count = 1, task_arg = 0;
+  int task_priority = 0;
+  bool task_wait_flag = false;
+  tasks_submit->add_option("--kind", task_kind, "noop, sleep (arg: microseconds) or fail_every (arg: N)")
+    ->capture_default_str();
+  tasks_submit->add_option("--count", task_count, "tasks in the batch")->capture_default_str();
+  tasks_submit->add_option("--arg", task_arg, "the argument every task of the batch gets");
+  tasks_submit->add_option("--priority", task_priority, "higher runs first");
+  tasks_submit->add_flag("--wait", task_wait_flag, "wait for the batch; exit 1 if a task failed");
+  tasks_list->add_option("--limit", limit, "only the newest N");
+  tasks_wait->add_option("ID", batch_arg, "batch id (full or a unique suffix)")->required();
+  double tasks_timeout = -1;
+  tasks_wait->add_option("--timeout", tasks_timeout,
+                         "give up after S seconds (0: print the progress now); exit 124 if not done");
+
   // An unknown verb is named, not reported as a missing subcommand.
   for (size_t i = 1; i < args.size(); ++i) {
     std::string a = args[i];
@@ -247,7 +268,7 @@ int run_cli(int argc, char** argv, client* shared) {
       known = known || sub->get_name() == a;
     if (!known)
       return fail("unknown command '" + a + "' (commands: submit, jobs, status, show, logs, "
-                  "cancel, why, devices, nodes, tree, kill, console; see --help)", exit_usage);
+                  "cancel, why, devices, nodes, tree, kill, tasks, console; see --help)", exit_usage);
     break;
   }
   try {
@@ -412,6 +433,110 @@ int run_cli(int argc, char** argv, client* shared) {
     return worst;
   }
 
+  if (tasks->parsed()) {
+    auto print = [&](const task_batch_status& b) {
+      std::printf("%-10s %-10s %10llu %10llu %8llu  %-9s %s\n", b.id.short_str().c_str(),
+                  b.kind.c_str(), static_cast<unsigned long long>(b.count),
+                  static_cast<unsigned long long>(b.succeeded),
+                  static_cast<unsigned long long>(b.failed),
+                  b.finished_ms ? "done" : "running",
+                  b.first_failure.empty() ? "" : ("first failure: " + b.first_failure).c_str());
+    };
+    auto as_json = [](const task_batch_status& b) {
+      return json{{"id", b.id.str()},       {"kind", b.kind},
+                  {"arg", b.arg},           {"count", b.count},
+                  {"succeeded", b.succeeded}, {"failed", b.failed},
+                  {"submitted_ms", b.submitted_ms}, {"finished_ms", b.finished_ms},
+                  {"first_failure", b.first_failure}};
+    };
+    auto header = [] {
+      std::printf("%-10s %-10s %10s %10s %8s  %-9s\n", "BATCH", "KIND", "TASKS", "SUCCEEDED",
+                  "FAILED", "STATE");
+    };
+    auto wait_for = [&](const std::string& id) -> expected<task_batch_status> {
+      auto deadline = std::chrono::steady_clock::now()
+                      + std::chrono::milliseconds(static_cast<int64_t>(tasks_timeout * 1000));
+      for (;;) {
+        uint32_t step = 20000;
+        if (tasks_timeout >= 0) {
+          auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now())
+                        .count();
+          step = static_cast<uint32_t>(std::clamp<int64_t>(left, 0, 20000));
+        }
+        auto r = c.call<task_batch_status>(verb::wait_tasks, wait_tasks_request{id, step},
+                                           std::chrono::seconds(60));
+        if (!r || r->finished_ms != 0 || (tasks_timeout >= 0 && step == 0))
+          return r;
+      }
+    };
+    if (tasks_submit->parsed()) {
+      submit_tasks_request req;
+      req.kind = task_kind;
+      req.count = task_count;
+      req.arg = task_arg;
+      req.priority = task_priority;
+      req.user = current_user();
+      req.host = current_host();
+      std::string key(16, '\0');
+      random_bytes(key.data(), key.size());
+      static const char hex[] = "0123456789abcdef";
+      for (auto ch : key) {
+        req.client_key += hex[(static_cast<unsigned char>(ch) >> 4) & 15];
+        req.client_key += hex[static_cast<unsigned char>(ch) & 15];
+      }
+      auto r = c.call<submit_tasks_reply>(verb::submit_tasks, req);
+      if (!r)
+        return fail("tasks submit: " + r.error());
+      if (!task_wait_flag) {
+        if (g.json)
+          std::cout << json{{"id", r->id.str()}}.dump() << "\n";
+        else
+          std::cout << r->id.str() << "\n";
+        return 0;
+      }
+      auto done = wait_for(r->id.str());
+      if (!done)
+        return fail("tasks wait: " + done.error());
+      if (g.json) {
+        std::cout << as_json(*done).dump() << "\n";
+      } else {
+        header();
+        print(*done);
+        std::cout << r->id.str() << "\n";
+      }
+      return done->failed > 0 ? 1 : 0;
+    }
+    if (tasks_wait->parsed()) {
+      auto done = wait_for(batch_arg);
+      if (!done)
+        return fail("tasks wait: " + done.error());
+      if (g.json) {
+        std::cout << as_json(*done).dump() << "\n";
+      } else {
+        header();
+        print(*done);
+      }
+      if (done->finished_ms == 0)
+        return exit_timed_out;
+      return done->failed > 0 ? 1 : 0;
+    }
+    auto r = c.call<task_list_reply>(verb::list_tasks, list_request{"", limit});
+    if (!r)
+      return fail("tasks: " + r.error());
+    if (g.json) {
+      json out = json::array();
+      for (auto& b : r->batches)
+        out.push_back(as_json(b));
+      std::cout << out.dump() << "\n";
+      return 0;
+    }
+    header();
+    for (auto& b : r->batches)
+      print(b);
+    return 0;
+  }
+
   if (jobs->parsed()) {
     auto r = c.call<list_reply>(verb::list, list_request{state_filter, limit});
     if (!r)
@@ -476,6 +601,10 @@ int run_cli(int argc, char** argv, client* shared) {
     for (auto& [s, n] : r->jobs_by_state)
       counts += (counts.empty() ? "" : ", ") + s + " " + std::to_string(n);
     std::printf("jobs: %s\n", counts.empty() ? "none" : counts.c_str());
+    if (r->tasks_queued > 0 || r->tasks_in_flight > 0)
+      std::printf("tasks: %llu queued, %llu chunks on device proxies\n",
+                  static_cast<unsigned long long>(r->tasks_queued),
+                  static_cast<unsigned long long>(r->tasks_in_flight));
     return 0;
   }
 

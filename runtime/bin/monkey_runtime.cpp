@@ -43,6 +43,7 @@ struct options {
   std::string data_dir;
   std::string secret_file;
   int cpus = 0;
+  uint32_t task_chunk = 256;
   std::string gpus = "auto";
   std::string mem;
   std::vector<std::string> tags;
@@ -151,6 +152,10 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   app.add_option("--retention", opt.retention, "keep finished jobs this long, then compact")
     ->capture_default_str();
+  app.add_option("--task-chunk", opt.task_chunk,
+                 "most tasks handed to a device proxy in one message (1 = one message a task)")
+    ->capture_default_str()
+    ->check(CLI::Range(1u, 1000000u));
   app.add_option("--log-file", opt.log_file, "log file (default DATA_DIR/runtime.log; - for stderr)");
   CLI11_PARSE(app, argc, argv);
 
@@ -247,6 +252,7 @@ int main(int argc, char** argv) {
   }
   cc.total.gpus = static_cast<int32_t>(gpus.size());
   cc.devices.front().slots = cc.total.cpus;
+  cc.task_chunk = opt.task_chunk;
   if (!opt.no_measure)
     measure_devices(cc.devices, opt.data_dir, *log);
   cc.cgroup_base = opt.no_cgroups ? std::string{} : cgroup_base();

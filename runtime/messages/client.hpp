@@ -11,6 +11,7 @@
 
 #include "runtime/codec.hpp"
 #include "runtime/job.hpp"
+#include "runtime/tasks.hpp"
 
 namespace monkey {
 
@@ -31,6 +32,9 @@ enum class verb : uint16_t {
   nodes = 11,
   tree = 12,
   kill_actor = 13,
+  submit_tasks = 14,
+  list_tasks = 15,
+  wait_tasks = 16,
 };
 
 const char* to_string(verb v);
@@ -70,6 +74,37 @@ struct submit_reply {
   std::vector<job_id> ids;
   bool duplicate = false;
   MSGPACK_DEFINE_MAP(ids, duplicate);
+};
+
+/// A batch of `count` tasks of a built-in kind (runtime/tasks.hpp).
+struct submit_tasks_request {
+  std::string kind;
+  uint64_t count = 0;
+  uint64_t arg = 0;
+  int32_t priority = 0;
+  std::string client_key;
+  std::string user;
+  std::string host;
+  MSGPACK_DEFINE_MAP(kind, count, arg, priority, client_key, user, host);
+};
+
+struct submit_tasks_reply {
+  job_id id;
+  bool duplicate = false;
+  MSGPACK_DEFINE_MAP(id, duplicate);
+};
+
+/// Answered with a task_batch_status once every task of the batch is final and durable,
+/// or after `timeout_ms` (at most 60 s) with the progress so far; 0: at once.
+struct wait_tasks_request {
+  std::string id; ///< full id or a unique suffix of at least 6 characters
+  uint32_t timeout_ms = 0;
+  MSGPACK_DEFINE_MAP(id, timeout_ms);
+};
+
+struct task_list_reply {
+  std::vector<task_batch_status> batches;
+  MSGPACK_DEFINE_MAP(batches);
 };
 
 struct list_request {
@@ -163,9 +198,11 @@ struct status_reply {
   int64_t mem_total_mb = 0;
   int64_t mem_free_mb = 0;
   std::vector<device_row> devices;
+  uint64_t tasks_queued = 0;    ///< tasks waiting for a device proxy
+  uint64_t tasks_in_flight = 0; ///< chunks handed to device proxies
   MSGPACK_DEFINE_MAP(node, incarnation, address, pid, started_ms, version, accepting,
                      jobs_by_state, cpus_total, cpus_free, gpus_total, gpus_free, mem_total_mb,
-                     mem_free_mb, devices);
+                     mem_free_mb, devices, tasks_queued, tasks_in_flight);
 };
 
 } // namespace monkey

@@ -1092,11 +1092,13 @@ void recover(coordinator_actor* self, record_list& recs) {
 void compact(coordinator_actor* self) {
   auto& st = self->state;
   auto cutoff = now_ms() - st.cfg.retention_ms;
-  // Keep records that queued jobs still depend on.
+  // Keep records that unfinished jobs still depend on (a running job may be queued again
+  // by a retry, and then checks its dependencies again), in memory and in the journal.
   std::set<job_id> needed;
-  for (auto& [seq, id] : st.queued)
-    for (auto& d : st.jobs[id].spec.after)
-      needed.insert(d.job);
+  for (auto& [id, rec] : st.jobs)
+    if (!is_final(rec.state))
+      for (auto& d : rec.spec.after)
+        needed.insert(d.job);
   for (auto it = st.jobs.begin(); it != st.jobs.end();) {
     if (is_final(it->second.state) && it->second.updated_ms < cutoff && !needed.count(it->first))
       it = st.jobs.erase(it);
@@ -1104,7 +1106,8 @@ void compact(coordinator_actor* self) {
       ++it;
   }
   st.tasks.forget_finished(cutoff);
-  self->request(st.journal, caf::infinite, atoms::compact::value, cutoff)
+  self->request(st.journal, caf::infinite, atoms::compact::value, cutoff,
+                id_list(needed.begin(), needed.end()))
     .then([](size_t) {}, [=](const caf::error& err) {
       self->state.log->warn("compaction failed: {}", describe(err));
     });

@@ -112,9 +112,9 @@ caf::behavior journal_impl(journal_actor* self, std::shared_ptr<journal> store) 
         out[k] = m.value;
       return out;
     },
-    [=](atoms::compact, int64_t cutoff_ms) -> caf::result<size_t> {
+    [=](atoms::compact, int64_t cutoff_ms, const id_list& keep) -> caf::result<size_t> {
       commit(self);
-      auto n = self->state.store->compact(cutoff_ms);
+      auto n = self->state.store->compact(cutoff_ms, keep);
       if (!n)
         return make_error(errc::journal_failure, n.error());
       if (*n > 0)

@@ -22,6 +22,7 @@ using metric_batch = std::vector<metric_point>;
 using record_list = std::vector<job_record>;
 using metric_map = std::map<std::string, double>;
 using task_state_list = std::vector<journal::task_state>;
+using id_list = std::vector<job_id>;
 
 } // namespace monkey
 
@@ -36,3 +37,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::job_id)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::task_chunk)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::chunk_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::task_state_list)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::id_list)

@@ -483,15 +483,16 @@ expected<std::map<std::string, metric_point>> journal::last_metrics(const job_id
   return out;
 }
 
-expected<size_t> journal::compact(int64_t cutoff_ms) {
+expected<size_t> journal::compact(int64_t cutoff_ms, const std::vector<job_id>& keep) {
   auto cut = std::to_string(cutoff_ms);
   std::string sql = "BEGIN IMMEDIATE;"
                     "CREATE TEMP TABLE IF NOT EXISTS doomed(id TEXT PRIMARY KEY);"
                     "DELETE FROM doomed;"
                     "INSERT INTO doomed SELECT id FROM jobs WHERE final=1 AND updated_ms < "
-                    + cut
-                    + ";"
-                      "DELETE FROM metrics WHERE job_id IN (SELECT id FROM doomed);"
+                    + cut + ";";
+  for (auto& id : keep) // ULID text: only [0-9A-Z], safe to inline
+    sql += "DELETE FROM doomed WHERE id='" + id.str() + "';";
+  sql += "DELETE FROM metrics WHERE job_id IN (SELECT id FROM doomed);"
                       "DELETE FROM transitions WHERE job_id IN (SELECT id FROM doomed);"
                       "DELETE FROM jobs WHERE id IN (SELECT id FROM doomed);";
   if (auto e = exec(sql.c_str()); !e.empty()) {

@@ -79,7 +79,8 @@ public:
   /// Deletes final jobs last updated before `cutoff_ms`, with their transitions and
   /// metrics, and task batches all of whose tasks were final before it; returns how many
   /// jobs and batches went.
-  expected<size_t> compact(int64_t cutoff_ms);
+  /// Jobs in `keep` stay (final jobs that queued jobs still depend on).
+  expected<size_t> compact(int64_t cutoff_ms, const std::vector<job_id>& keep = {});
 
   /// Number of transition rows of a job (for tests and `show`).
   expected<size_t> transition_count(const job_id& job);

@@ -135,6 +135,15 @@ TEST_CASE("compaction removes old final jobs and keeps the rest", "[runtime][jou
   auto recs = (*j)->load_jobs();
   CHECK(recs->size() == 2);
   CHECK((*j)->last_metrics(old_done.id)->empty());
+  // A final job that is named in `keep` (a queued job depends on it) stays.
+  auto dep = make_record(4);
+  dep.state = job_state::succeeded;
+  dep.updated_ms = 1000;
+  REQUIRE((*j)->write({{dep}, {}, {}, {}}).empty());
+  n = (*j)->compact(now_ms() - 60000, {dep.id});
+  REQUIRE(n);
+  CHECK(*n == 0);
+  CHECK((*j)->load_jobs()->size() == 3);
 }
 
 TEST_CASE("after a crash every committed record is there", "[runtime][journal]") {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "actors/gateway.hpp"
+#include "actors/membership.hpp"
 
 #include <map>
 #include <set>
@@ -93,6 +94,19 @@ caf::behavior gateway_impl(gateway_actor* self, std::string secret, std::string 
           st.authenticated.insert(sender);
           SPDLOG_LOGGER_DEBUG(st.log, "client {}@{} authenticated", req->user, req->host);
           return encode(auth_reply{server_proof(st.secret, nonce, req->client_nonce)});
+        }
+        case verb::nodes:
+        case verb::peer_join:
+        case verb::peer_ping:
+        case verb::peer_ping_req: {
+          if (!st.authenticated.count(sender))
+            return make_error(errc::unauthenticated,
+                              "not authenticated: prove the cluster secret first");
+          auto members = lookup(self, membership_name);
+          if (!members)
+            return make_error(errc::busy, "the membership actor is restarting; try again");
+          self->delegate(members, env);
+          return caf::delegated<std::string>{};
         }
         case verb::tree:
         case verb::kill_actor: {

@@ -6,6 +6,7 @@
 
 #include "actors/device_proxy.hpp"
 #include "actors/gateway.hpp"
+#include "actors/membership.hpp"
 #include "actors/journal_actor.hpp"
 #include "runtime/atoms.hpp"
 #include "runtime/logging.hpp"
@@ -95,6 +96,31 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
                      pub->current = gw;
                    }
                    return gw;
+                 },
+                 restart_policy::permanent, false});
+  membership_config mc;
+  mc.self.node = node;
+  mc.self.incarnation = static_cast<uint64_t>(cfg.incarnation) << 32;
+  mc.self.pid = cfg.pid;
+  mc.self.cpus = cfg.total.cpus;
+  mc.self.gpus = cfg.total.gpus;
+  for (auto& d : cfg.devices)
+    mc.self.devices += (mc.self.devices.empty() ? "" : ",") + d.name;
+  mc.self.reason = "started";
+  mc.self.since_ms = now_ms();
+  mc.secret = secret;
+  mc.seeds = setup.seeds;
+  auto advertise = setup.advertise;
+  top.push_back({"membership",
+                 [mc, pub, advertise](caf::actor_system& s, const sibling_map&) {
+                   auto c = mc;
+                   c.self.address = !advertise.empty()
+                                      ? advertise
+                                      : (pub->host.empty() || pub->host == "0.0.0.0"
+                                           ? std::string("127.0.0.1")
+                                           : pub->host)
+                                          + ":" + std::to_string(pub->port);
+                   return spawn_membership(s, c);
                  },
                  restart_policy::permanent, false});
   auto root = spawn_supervisor(sys, "node",

@@ -7,12 +7,15 @@
 //   │   ├── journal
 //   │   ├── devices (one_for_one)  one device proxy per device, each with a task worker per slot
 //   │   └── coordinator            lists its workers; restarted, it recovers from the journal
-//   └── gateway                    published on the node's port (again after a restart)
+//   ├── gateway                    published on the node's port (again after a restart)
+//   └── membership                 SWIM membership; registered as "membership"
+
 //
 // The root is registered as "node_sup" in the actor registry, where the gateway finds it.
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <caf/actor.hpp>
 
@@ -30,6 +33,8 @@ struct node_setup {
   std::string secret;
   std::string host = "127.0.0.1"; ///< "" or "0.0.0.0": all interfaces
   uint16_t port = 0;
+  std::string advertise;          ///< host:port other nodes reach this one at ("": the bound one)
+  std::vector<std::string> seeds; ///< members to join through (--join)
 };
 
 struct node_handles {

@@ -34,6 +34,9 @@ const char* to_string(verb v) {
     case verb::submit_tasks: return "tasks submit";
     case verb::list_tasks: return "tasks";
     case verb::wait_tasks: return "tasks wait";
+    case verb::peer_join: return "peer join";
+    case verb::peer_ping: return "peer ping";
+    case verb::peer_ping_req: return "peer ping-req";
   }
   return "unknown";
 }

@@ -14,6 +14,7 @@
 
 #include "runtime/auth.hpp"
 #include "runtime/bin/console.hpp"
+#include "runtime/bin/up.hpp"
 #include "runtime/client.hpp"
 #include "runtime/spec_parser.hpp"
 #include "runtime/supervisor.hpp"
@@ -233,6 +234,17 @@ int run_cli(int argc, char** argv, client* shared) {
   kill->add_option("ACTOR", actor_path, "path as shown by tree, e.g. core/coordinator")->required();
   app.add_subcommand("console", "interactive console: line editing, history, completion");
 
+  up_options up_opt;
+  double down_grace = 30;
+  auto* up = app.add_subcommand("up", "start a local cluster of N nodes under MONKEY_HOME");
+  up->add_option("N", up_opt.nodes, "number of nodes")->capture_default_str();
+  up->add_option("--cpus", up_opt.cpus, "CPUs per node (default: the host's split evenly)");
+  up->add_option("--timeout", up_opt.timeout_s, "seconds until every node must see all alive")
+    ->capture_default_str();
+  up->add_flag("--no-measure", up_opt.no_measure, "skip measuring device speed");
+  auto* down = app.add_subcommand("down", "stop the local cluster started by `monkey up`");
+  down->add_option("--grace", down_grace, "seconds before SIGKILL")->capture_default_str();
+
   // tasks: the light work kind (built-in functions, no child process)
   auto* tasks = app.add_subcommand("tasks", "task batches: submit, list (default), wait");
   auto* tasks_submit = tasks->add_subcommand("submit", "submit a batch of built-in tasks");
@@ -268,7 +280,7 @@ int run_cli(int argc, char** argv, client* shared) {
       known = known || sub->get_name() == a;
     if (!known)
       return fail("unknown command '" + a + "' (commands: submit, jobs, status, show, logs, "
-                  "cancel, why, devices, nodes, tree, kill, tasks, console; see --help)", exit_usage);
+                  "cancel, why, devices, nodes, tree, kill, tasks, up, down, console; see --help)", exit_usage);
     break;
   }
   try {
@@ -279,6 +291,14 @@ int run_cli(int argc, char** argv, client* shared) {
   }
   if (!command.empty() && !submit->parsed())
     return fail("'--' and a command only go with submit", exit_usage);
+
+  if (up->parsed()) {
+    up_opt.json = g.json;
+    up_opt.secret_file = g.secret_file;
+    return cluster_up(up_opt);
+  }
+  if (down->parsed())
+    return cluster_down(down_grace);
 
   std::unique_ptr<client> own;
   if (!shared) {
@@ -558,15 +578,43 @@ int run_cli(int argc, char** argv, client* shared) {
     return 0;
   }
 
-  if (status->parsed() || devices->parsed() || nodes->parsed()) {
+  if (nodes->parsed()) {
+    auto r = c.call<nodes_reply>(verb::nodes, std::string{});
+    if (!r)
+      return fail("nodes: " + r.error());
+    if (g.json) {
+      json out = json::array();
+      for (auto& m : r->members)
+        out.push_back({{"node", m.node},
+                       {"address", m.address},
+                       {"pid", m.pid},
+                       {"incarnation", incarnation_text(m.incarnation)},
+                       {"state", to_string(m.state)},
+                       {"since_ms", m.since_ms},
+                       {"reason", m.reason},
+                       {"cpus", m.cpus},
+                       {"gpus", m.gpus},
+                       {"devices", m.devices},
+                       {"self", m.node == r->self}});
+      std::cout << out.dump() << "\n";
+      return 0;
+    }
+    std::printf("%-17s %-22s %8s %6s %-8s %-20s %-10s %s\n", "NODE", "ADDRESS", "PID", "INC",
+                "STATE", "SINCE", "DEVICES", "REASON");
+    for (auto& m : r->members)
+      std::printf("%-17s %-22s %8d %6s %-8s %-20s %-10s %s\n",
+                  (m.node + (m.node == r->self ? "*" : "")).c_str(), m.address.c_str(), m.pid,
+                  incarnation_text(m.incarnation).c_str(), to_string(m.state),
+                  clock_time(m.since_ms).c_str(), m.devices.c_str(), m.reason.c_str());
+    return 0;
+  }
+  if (status->parsed() || devices->parsed()) {
     auto r = c.call<status_reply>(verb::status, std::string{});
     if (!r)
       return fail(r.error());
     if (g.json) {
       if (devices->parsed())
         std::cout << to_json(*r)["devices"].dump() << "\n";
-      else if (nodes->parsed())
-        std::cout << json::array({to_json(*r)}).dump() << "\n";
       else
         std::cout << to_json(*r).dump() << "\n";
       return 0;
@@ -578,17 +626,6 @@ int run_cli(int argc, char** argv, client* shared) {
         std::printf("%-8s %-5s %-40.40s %6d %6d %10lld %10s\n", d.name.c_str(), d.kind.c_str(),
                     d.model.c_str(), d.slots, d.free_slots, static_cast<long long>(d.memory_mb),
                     d.gflops > 0 ? std::to_string(static_cast<int>(d.gflops)).c_str() : "-");
-      return 0;
-    }
-    if (nodes->parsed()) {
-      std::printf("%-16s %-22s %8s %5s %-6s %-20s %s\n", "NODE", "ADDRESS", "PID", "INC",
-                  "STATE", "SINCE", "DEVICES");
-      std::string devs;
-      for (auto& d : r->devices)
-        devs += (devs.empty() ? "" : ",") + d.name;
-      std::printf("%-16s %-22s %8d %5u %-6s %-20s %s\n", r->node.c_str(), r->address.c_str(),
-                  r->pid, r->incarnation, r->accepting ? "alive" : "leaving",
-                  clock_time(r->started_ms).c_str(), devs.c_str());
       return 0;
     }
     std::printf("node %s (incarnation %u) at %s, pid %d, up since %s%s\n", r->node.c_str(),

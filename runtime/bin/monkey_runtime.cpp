@@ -14,6 +14,7 @@
 #include <caf/io/all.hpp>
 
 #include "runtime/atoms.hpp"
+#include "actors/membership.hpp"
 #include "actors/node.hpp"
 #include "devices/device.hpp"
 #include "runtime/auth.hpp"
@@ -44,6 +45,8 @@ struct options {
   std::string secret_file;
   int cpus = 0;
   uint32_t task_chunk = 256;
+  std::vector<std::string> join;
+  std::string advertise;
   std::string gpus = "auto";
   std::string mem;
   std::vector<std::string> tags;
@@ -152,6 +155,10 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   app.add_option("--retention", opt.retention, "keep finished jobs this long, then compact")
     ->capture_default_str();
+  app.add_option("--join", opt.join, "HOST:PORT of live members to join through (comma-separated)")
+    ->delimiter(',');
+  app.add_option("--advertise", opt.advertise,
+                 "HOST:PORT other nodes reach this one at (default: the listen address)");
   app.add_option("--task-chunk", opt.task_chunk,
                  "most tasks handed to a device proxy in one message (1 = one message a task)")
     ->capture_default_str()
@@ -184,6 +191,18 @@ int main(int argc, char** argv) {
   uint16_t port = 0;
   if (auto bad = split_address(opt.listen, host, port); !bad.empty())
     return fail_start("--listen: " + bad);
+  for (auto& seed : opt.join) {
+    std::string h;
+    uint16_t p = 0;
+    if (auto bad = split_address(seed, h, p); !bad.empty())
+      return fail_start("--join: " + bad);
+  }
+  if (!opt.advertise.empty()) {
+    std::string h;
+    uint16_t p = 0;
+    if (auto bad = split_address(opt.advertise, h, p); !bad.empty())
+      return fail_start("--advertise: " + bad);
+  }
   auto retention = parse_duration_s(opt.retention);
   if (!retention)
     return fail_start("--retention: " + retention.error());
@@ -273,6 +292,8 @@ int main(int argc, char** argv) {
   setup.secret = *secret;
   setup.host = host;
   setup.port = port;
+  setup.seeds = opt.join;
+  setup.advertise = opt.advertise;
   auto node = start_node(sys, setup);
   if (!node)
     return fail_start(node.error());
@@ -309,6 +330,12 @@ int main(int argc, char** argv) {
     if (sig == SIGTERM || sig == SIGINT) {
       log->info("{} received: {}", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                 opt.drain ? "draining" : "requeueing running jobs");
+      // A planned leave, announced to the members, so it is not taken for a failure.
+      if (auto members = caf::actor_cast<caf::actor>(
+            sys.registry().get(caf::atom_from_string(membership_name))))
+        self->request(members, std::chrono::seconds(2), atoms::shutdown::value)
+          .receive([](bool) {},
+                   [&](caf::error& err) { log->warn("announcing the leave: {}", describe(err)); });
       self->request(current_coordinator(sys, node->root), caf::infinite, atoms::shutdown::value, opt.drain)
         .receive([](bool) {},
                  [&](caf::error& err) { log->error("shutdown: {}", describe(err)); });

@@ -11,12 +11,13 @@
 
 #include "runtime/codec.hpp"
 #include "runtime/job.hpp"
+#include "runtime/membership.hpp"
 #include "runtime/tasks.hpp"
 
 namespace monkey {
 
 /// Bumped on any incompatible change of the protocol.
-constexpr uint32_t protocol_version = 1;
+constexpr uint32_t protocol_version = 2;
 
 enum class verb : uint16_t {
   hello = 1,
@@ -35,6 +36,10 @@ enum class verb : uint16_t {
   submit_tasks = 14,
   list_tasks = 15,
   wait_tasks = 16,
+  // between nodes (docs/cluster.md); answered by the membership actor
+  peer_join = 17,
+  peer_ping = 18,
+  peer_ping_req = 19,
 };
 
 const char* to_string(verb v);
@@ -105,6 +110,41 @@ struct wait_tasks_request {
 struct task_list_reply {
   std::vector<task_batch_status> batches;
   MSGPACK_DEFINE_MAP(batches);
+};
+
+/// `nodes`: the cluster's members as this node sees them.
+struct nodes_reply {
+  std::string self; ///< the answering node's id
+  std::vector<member> members;
+  MSGPACK_DEFINE_MAP(self, members);
+};
+
+/// peer_join: a node introduces itself to any live member and gets the member list back.
+struct peer_join_request {
+  member self;
+  MSGPACK_DEFINE_MAP(self);
+};
+
+/// peer_ping: a probe; both directions carry piggybacked membership updates.
+struct peer_ping_request {
+  std::string from;
+  std::string to; ///< the node id the sender means to reach (a restarted port is not it)
+  std::vector<member> updates;
+  MSGPACK_DEFINE_MAP(from, to, updates);
+};
+
+struct peer_ack {
+  std::string from;
+  std::vector<member> updates;
+  MSGPACK_DEFINE_MAP(from, updates);
+};
+
+/// peer_ping_req: "probe `target` for me" (an indirect probe), answered with its ack.
+struct peer_ping_req_request {
+  std::string from;
+  member target;
+  std::vector<member> updates;
+  MSGPACK_DEFINE_MAP(from, target, updates);
 };
 
 struct list_request {

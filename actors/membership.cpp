@@ -1,0 +1,453 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/membership.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "runtime/atoms.hpp"
+#include "runtime/auth.hpp"
+#include "runtime/envelope.hpp"
+#include "runtime/errc.hpp"
+#include "runtime/logging.hpp"
+#include "runtime/messages/client.hpp"
+#include "runtime/net_config.hpp"
+
+namespace monkey {
+
+namespace {
+
+constexpr size_t max_piggyback = 8;
+
+/// A connection to another node's gateway, authenticated with the cluster secret.
+struct peer_link {
+  caf::actor gateway;
+  bool ready = false;
+  std::vector<std::function<void(const caf::actor&, const std::string&)>> waiting;
+};
+
+struct membership_state {
+  membership_config cfg;
+  std::unique_ptr<member_table> table;
+  std::map<std::string, peer_link> links; ///< by address
+  std::set<std::string> probing;          ///< node ids with a probe in flight
+  std::vector<std::string> order;         ///< probe order, reshuffled every round
+  size_t next = 0;
+  bool joined = false;
+  int64_t last_join_try = 0;
+  std::map<std::string, std::string> join_problems; ///< seed → last problem logged
+  std::mt19937_64 rng{std::random_device{}()};
+  std::shared_ptr<spdlog::logger> log;
+  static inline const char* name = "membership";
+};
+
+using membership_actor = caf::stateful_actor<membership_state>;
+
+envelope wrap(verb v, std::string body) {
+  return envelope{static_cast<uint16_t>(v), std::move(body)};
+}
+
+bool refused(const caf::error& err) {
+  return err == caf::sec::cannot_connect_to_node;
+}
+
+/// Logs state changes of other members once, as this node learns them.
+void log_update(membership_actor* self, const member* before, const member& after) {
+  if (after.node == self->state.table->self_id())
+    return;
+  if (before && before->state == after.state && before->incarnation == after.incarnation)
+    return;
+  self->state.log->info("member {} at {} is {} (incarnation {}){}", after.node, after.address,
+                        to_string(after.state), incarnation_text(after.incarnation),
+                        after.reason.empty() ? "" : ": " + after.reason);
+}
+
+void apply_updates(membership_actor* self, const std::vector<member>& updates) {
+  auto& st = self->state;
+  auto now = now_ms();
+  for (auto& m : updates) {
+    auto* before = st.table->find(m.node);
+    auto old = before ? std::optional<member>(*before) : std::nullopt;
+    if (st.table->apply(m, now)) {
+      if (m.node == st.table->self_id())
+        st.log->warn("refuted a rumour that this node is {} (now incarnation {})",
+                     to_string(m.state), incarnation_text(st.table->self().incarnation));
+      else
+        log_update(self, old ? &*old : nullptr, *st.table->find(m.node));
+    }
+  }
+}
+
+/// Connects to and authenticates with the gateway at `address`, then calls `then` with
+/// it (or with a null actor and the problem).
+void with_link(membership_actor* self, const std::string& address,
+               std::function<void(const caf::actor&, const std::string&)> then) {
+  auto& st = self->state;
+  auto& link = st.links[address];
+  if (link.ready) {
+    then(link.gateway, {});
+    return;
+  }
+  link.waiting.push_back(std::move(then));
+  if (link.waiting.size() > 1)
+    return; // a connection attempt is under way
+  auto finish = [=](const caf::actor& gw, const std::string& problem) {
+    auto& st = self->state;
+    auto it = st.links.find(address);
+    if (it == st.links.end())
+      return;
+    auto waiting = std::move(it->second.waiting);
+    if (gw) {
+      it->second.gateway = gw;
+      it->second.ready = true;
+      self->monitor(gw);
+    } else {
+      st.links.erase(it);
+    }
+    for (auto& w : waiting)
+      w(gw, problem);
+  };
+  std::string host;
+  uint16_t port = 0;
+  if (auto bad = split_address(address, host, port); !bad.empty())
+    return finish(nullptr, bad);
+  auto mm = self->system().middleman().actor_handle();
+  auto secret = st.cfg.secret;
+  auto user = "node:" + st.table->self_id();
+  auto timeout = st.cfg.connect_timeout;
+  self->request(mm, timeout, caf::connect_atom::value, host, port)
+    .then(
+      [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+        if (!ptr)
+          return finish(nullptr, "nothing is published at " + address);
+        auto gw = caf::actor_cast<caf::actor>(ptr);
+        self->request(gw, timeout, wrap(verb::hello, encode(hello_request{})))
+          .then(
+            [=](const std::string& body) {
+              auto h = decode<hello_reply>(body, "hello");
+              if (!h)
+                return finish(nullptr, h.error());
+              auth_request a;
+              a.client_nonce = make_nonce();
+              a.user = user;
+              a.host = self->state.table->self().address;
+              a.proof = client_proof(secret, h->nonce, a.client_nonce, a.user);
+              auto nonce = h->nonce;
+              auto client_nonce = a.client_nonce;
+              self->request(gw, timeout, wrap(verb::auth, encode(a)))
+                .then(
+                  [=](const std::string& body) {
+                    auto p = decode<auth_reply>(body, "auth");
+                    if (!p || !equal_digest(p->proof, server_proof(secret, nonce, client_nonce)))
+                      return finish(nullptr, "the node at " + address
+                                               + " could not prove it knows the cluster secret");
+                    finish(gw, {});
+                  },
+                  [=](const caf::error& err) { finish(nullptr, describe(err)); });
+            },
+            [=](const caf::error& err) { finish(nullptr, describe(err)); });
+      },
+      [=](const caf::error& err) {
+        finish(nullptr, refused(err) ? std::string("connection refused")
+                                     : "cannot connect: " + describe(err));
+      });
+}
+
+/// A probe that failed to connect: refused confirms the death, anything else suspects.
+void connect_failed(membership_actor* self, const std::string& node, const std::string& problem,
+                    const std::string& context) {
+  auto& st = self->state;
+  auto now = now_ms();
+  auto* before = st.table->find(node);
+  auto old = before ? std::optional<member>(*before) : std::nullopt;
+  bool changed = problem == "connection refused"
+                   ? st.table->declare_dead(node, context + ": connection refused", now)
+                   : st.table->suspect(node, context + ": " + problem, now);
+  if (changed)
+    log_update(self, old ? &*old : nullptr, *st.table->find(node));
+}
+
+void ping(membership_actor* self, const member& target,
+          std::function<void(bool ok, const std::string& problem)> done) {
+  auto& st = self->state;
+  with_link(self, target.address, [=](const caf::actor& gw, const std::string& problem) {
+    if (!gw)
+      return done(false, problem);
+    auto& st = self->state;
+    peer_ping_request req;
+    req.from = st.table->self_id();
+    req.to = target.node;
+    req.updates = st.table->piggyback(max_piggyback);
+    self->request(gw, st.cfg.ping_timeout, wrap(verb::peer_ping, encode(req)))
+      .then(
+        [=](const std::string& body) {
+          auto ack = decode<peer_ack>(body, "peer ack");
+          if (!ack)
+            return done(false, ack.error());
+          apply_updates(self, ack->updates);
+          done(true, {});
+        },
+        [=](const caf::error& err) { done(false, describe(err)); });
+  });
+  (void)st;
+}
+
+/// One SWIM probe of `node`: ping; if no ack, ping-req through others; else suspect.
+void probe(membership_actor* self, const std::string& node) {
+  auto& st = self->state;
+  auto* m = st.table->find(node);
+  if (!m || st.probing.count(node))
+    return;
+  st.probing.insert(node);
+  auto target = *m;
+  ping(self, target, [=](bool ok, const std::string& problem) {
+    auto& st = self->state;
+    if (ok) {
+      st.probing.erase(node);
+      return;
+    }
+    if (problem == "connection refused" || problem.rfind("cannot connect", 0) == 0) {
+      st.probing.erase(node);
+      return connect_failed(self, node, problem, "probe");
+    }
+    // Indirect: ask up to k other members with a live connection to probe it for us.
+    std::vector<caf::actor> helpers;
+    for (auto& id : st.table->probe_targets()) {
+      if (id == node)
+        continue;
+      auto* h = st.table->find(id);
+      auto it = st.links.find(h->address);
+      if (h->state == member_state::alive && it != st.links.end() && it->second.ready)
+        helpers.push_back(it->second.gateway);
+    }
+    std::shuffle(helpers.begin(), helpers.end(), st.rng);
+    if (helpers.size() > st.cfg.indirect_probes)
+      helpers.resize(st.cfg.indirect_probes);
+    if (helpers.empty()) {
+      st.probing.erase(node);
+      auto* before = st.table->find(node);
+      auto old = before ? std::optional<member>(*before) : std::nullopt;
+      if (st.table->suspect(node, "no ack to a ping (" + problem + ")", now_ms()))
+        log_update(self, old ? &*old : nullptr, *st.table->find(node));
+      return;
+    }
+    auto pending = std::make_shared<size_t>(helpers.size());
+    auto acked = std::make_shared<bool>(false);
+    auto settle = [=](bool ok) {
+      auto& st = self->state;
+      *acked = *acked || ok;
+      if (--*pending > 0)
+        return;
+      st.probing.erase(node);
+      if (*acked)
+        return;
+      auto* before = st.table->find(node);
+      auto old = before ? std::optional<member>(*before) : std::nullopt;
+      if (st.table->suspect(node, "no ack to a ping nor through " + std::to_string(helpers.size())
+                                    + " other members (" + problem + ")",
+                            now_ms()))
+        log_update(self, old ? &*old : nullptr, *st.table->find(node));
+    };
+    peer_ping_req_request req;
+    req.from = st.table->self_id();
+    req.target = target;
+    req.updates = st.table->piggyback(max_piggyback);
+    for (auto& h : helpers)
+      self->request(h, st.cfg.ping_timeout * 2, wrap(verb::peer_ping_req, encode(req)))
+        .then(
+          [=](const std::string& body) {
+            if (auto ack = decode<peer_ack>(body, "peer ack"))
+              apply_updates(self, ack->updates);
+            settle(true);
+          },
+          [=](const caf::error&) { settle(false); });
+  });
+}
+
+void try_join(membership_actor* self) {
+  auto& st = self->state;
+  st.last_join_try = now_ms();
+  for (auto& seed : st.cfg.seeds) {
+    if (seed == st.table->self().address)
+      continue;
+    with_link(self, seed, [=](const caf::actor& gw, const std::string& problem) {
+      auto& st = self->state;
+      auto report = [=](const std::string& what) {
+        auto& st = self->state;
+        if (st.join_problems[seed] != what) {
+          st.join_problems[seed] = what;
+          st.log->error("cannot join through {}: {}", seed, what);
+        }
+      };
+      if (!gw)
+        return report(problem);
+      self->request(gw, st.cfg.connect_timeout,
+                    wrap(verb::peer_join, encode(peer_join_request{st.table->self()})))
+        .then(
+          [=](const std::string& body) {
+            auto r = decode<nodes_reply>(body, "peer join");
+            if (!r)
+              return report(r.error());
+            auto& st = self->state;
+            apply_updates(self, r->members);
+            if (!st.joined)
+              st.log->info("joined the cluster through {}: {} members, {} alive", seed,
+                           st.table->all().size(), st.table->alive_count());
+            st.joined = true;
+            st.join_problems.clear();
+          },
+          [=](const caf::error& err) { report(describe(err)); });
+    });
+  }
+}
+
+void tick(membership_actor* self) {
+  auto& st = self->state;
+  auto now = now_ms();
+  for (auto& node : st.table->expired_suspects(now - st.cfg.suspicion_timeout.count())) {
+    auto old = *st.table->find(node);
+    if (st.table->declare_dead(node, "suspected for "
+                                       + std::to_string(st.cfg.suspicion_timeout.count())
+                                       + " ms without refutation (" + old.reason + ")",
+                               now))
+      log_update(self, &old, *st.table->find(node));
+  }
+  if (!st.joined && !st.cfg.seeds.empty() && now - st.last_join_try >= 1000)
+    try_join(self);
+  auto targets = st.table->probe_targets();
+  if (!targets.empty()) {
+    if (st.next >= st.order.size()) {
+      st.order = targets;
+      std::shuffle(st.order.begin(), st.order.end(), st.rng);
+      st.next = 0;
+    }
+    probe(self, st.order[st.next++]);
+  }
+  self->delayed_send(self, st.cfg.probe_interval, atoms::tick::value);
+}
+
+caf::result<std::string> on_envelope(membership_actor* self, const envelope& env) {
+  auto& st = self->state;
+  switch (static_cast<verb>(env.verb)) {
+    case verb::nodes: {
+      nodes_reply r;
+      r.self = st.table->self_id();
+      r.members = st.table->all();
+      return encode(r);
+    }
+    case verb::peer_join: {
+      auto req = decode<peer_join_request>(env.body, "peer join");
+      if (!req)
+        return make_error(errc::bad_request, req.error());
+      if (req->self.node.empty() || req->self.address.empty())
+        return make_error(errc::bad_request, "peer join: the joining member has no id or address");
+      apply_updates(self, {req->self});
+      nodes_reply r;
+      r.self = st.table->self_id();
+      r.members = st.table->all();
+      return encode(r);
+    }
+    case verb::peer_ping: {
+      auto req = decode<peer_ping_request>(env.body, "peer ping");
+      if (!req)
+        return make_error(errc::bad_request, req.error());
+      if (req->to != st.table->self_id())
+        return make_error(errc::not_found, "this is node " + st.table->self_id() + ", not "
+                                             + req->to);
+      apply_updates(self, req->updates);
+      return encode(peer_ack{st.table->self_id(), st.table->piggyback(max_piggyback)});
+    }
+    case verb::peer_ping_req: {
+      auto req = decode<peer_ping_req_request>(env.body, "peer ping-req");
+      if (!req)
+        return make_error(errc::bad_request, req.error());
+      apply_updates(self, req->updates);
+      auto rp = self->make_response_promise<std::string>();
+      ping(self, req->target, [=](bool ok, const std::string& problem) mutable {
+        if (!ok) {
+          rp.deliver(make_error(errc::busy, "indirect probe failed: " + problem));
+          return;
+        }
+        rp.deliver(encode(peer_ack{self->state.table->self_id(),
+                                   self->state.table->piggyback(max_piggyback)}));
+      });
+      return rp;
+    }
+    default:
+      return make_error(errc::bad_request, "membership: unexpected verb "
+                                             + std::to_string(env.verb));
+  }
+}
+
+caf::behavior membership_impl(membership_actor* self, membership_config cfg) {
+  auto& st = self->state;
+  st.log = logger("membership");
+  st.table = std::make_unique<member_table>(cfg.self);
+  st.cfg = std::move(cfg);
+  self->system().registry().put(caf::atom_from_string(membership_name),
+                                caf::actor_cast<caf::strong_actor_ptr>(self));
+  self->set_down_handler([=](const caf::down_msg& dm) {
+    auto& st = self->state;
+    for (auto& [address, link] : st.links) {
+      if (!link.gateway || link.gateway.address() != dm.source)
+        continue;
+      auto addr = address;
+      st.links.erase(address);
+      // A lost connection: re-probe at once. Refused confirms the death (kill -9).
+      for (auto& m : st.table->all()) {
+        if (m.address != addr || m.node == st.table->self_id()
+            || (m.state != member_state::alive && m.state != member_state::suspect))
+          continue;
+        auto node = m.node;
+        with_link(self, addr, [=](const caf::actor& gw, const std::string& problem) {
+          if (!gw)
+            return connect_failed(self, node, problem, "connection lost, re-probe");
+          probe(self, node);
+        });
+      }
+      return;
+    }
+  });
+  st.log->info("membership of node {} (incarnation {}) at {}; {}", st.table->self_id(),
+               incarnation_text(st.table->self().incarnation), st.table->self().address,
+               st.cfg.seeds.empty() ? std::string("no seeds: a new cluster")
+                                    : "joining through " + std::to_string(st.cfg.seeds.size())
+                                        + " seed(s)");
+  self->send(self, atoms::tick::value);
+  return {
+    [=](const envelope& env) { return on_envelope(self, env); },
+    [=](atoms::tick) { tick(self); },
+    [=](atoms::shutdown) -> caf::result<bool> {
+      auto& st = self->state;
+      st.table->leave(now_ms());
+      std::vector<member> targets;
+      for (auto& id : st.table->probe_targets())
+        targets.push_back(*st.table->find(id));
+      auto rp = self->make_response_promise<bool>();
+      if (targets.empty()) {
+        rp.deliver(true);
+        return rp;
+      }
+      auto pending = std::make_shared<size_t>(targets.size());
+      for (auto& t : targets)
+        ping(self, t, [=](bool, const std::string&) mutable {
+          if (--*pending == 0)
+            rp.deliver(true);
+        });
+      return rp;
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_membership(caf::actor_system& sys, membership_config cfg) {
+  return sys.spawn(membership_impl, std::move(cfg));
+}
+
+} // namespace monkey

@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/bin/up.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/auth.hpp"
+#include "runtime/client.hpp"
+
+namespace monkey {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct up_node {
+  std::string name;
+  std::string data_dir;
+  std::string address;
+  int pid = 0;
+};
+
+std::string self_dir() {
+  char buf[4096];
+  auto n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
+/// True when `pid` is a live (not zombie) monkey-runtime.
+bool runtime_alive(int pid) {
+  if (pid <= 0)
+    return false;
+  auto cmd = read_text("/proc/" + std::to_string(pid) + "/cmdline");
+  if (cmd.find("monkey-runtime") == std::string::npos)
+    return false;
+  auto stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+  auto close = stat.rfind(')');
+  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
+}
+
+/// Starts one runtime in its own session, its output in DATA_DIR/stderr.log.
+expected<int> start_runtime(const std::string& exe, const std::vector<std::string>& args,
+                            const std::string& log_path) {
+  int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return failure{"cannot open " + log_path + ": " + std::strerror(errno)};
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(exe.c_str()));
+  for (auto& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fd);
+    return failure{std::string("fork: ") + std::strerror(errno)};
+  }
+  if (pid == 0) {
+    ::setsid();
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execv(exe.c_str(), argv.data());
+    std::fprintf(stderr, "monkey up: cannot run %s: %s\n", exe.c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(fd);
+  return static_cast<int>(pid);
+}
+
+std::vector<up_node> read_up_file(const std::string& path) {
+  std::vector<up_node> out;
+  std::ifstream in(path);
+  if (!in)
+    return out;
+  try {
+    auto j = json::parse(in);
+    for (auto& n : j.at("nodes"))
+      out.push_back({n.at("name"), n.at("data_dir"), n.at("address"), n.at("pid")});
+  } catch (const std::exception&) {
+  }
+  return out;
+}
+
+void write_up_file(const std::string& path, const std::vector<up_node>& nodes) {
+  json arr = json::array();
+  for (auto& n : nodes)
+    arr.push_back({{"name", n.name}, {"data_dir", n.data_dir}, {"address", n.address},
+                   {"pid", n.pid}});
+  std::ofstream(path + ".tmp") << json{{"nodes", arr}}.dump(2) << "\n";
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+/// How many members `address` sees alive, or a failure.
+expected<size_t> alive_seen(const std::string& address, const std::string& secret) {
+  auto c = client::connect({address}, secret);
+  if (!c)
+    return failure{c.error()};
+  auto r = (*c)->call<nodes_reply>(verb::nodes, std::string{}, std::chrono::seconds(5));
+  if (!r)
+    return failure{r.error()};
+  size_t alive = 0;
+  for (auto& m : r->members)
+    alive += m.state == member_state::alive ? 1 : 0;
+  return alive;
+}
+
+int fail(const std::string& msg, int code = 1) {
+  std::fprintf(stderr, "monkey: %s\n", msg.c_str());
+  return code;
+}
+
+} // namespace
+
+int cluster_up(const up_options& opt) {
+  if (opt.nodes < 1 || opt.nodes > 256)
+    return fail("up: the number of nodes must be between 1 and 256", 2);
+  auto home = monkey_home();
+  ::mkdir(home.c_str(), 0700);
+  auto up_path = home + "/up.json";
+  for (auto& n : read_up_file(up_path))
+    if (runtime_alive(n.pid))
+      return fail("up: a cluster is already up under " + home + " (node " + n.name + ", pid "
+                  + std::to_string(n.pid) + "); run `monkey down` first");
+  auto exe = self_dir() + "/monkey-runtime";
+  if (::access(exe.c_str(), X_OK) != 0)
+    return fail("up: cannot find monkey-runtime next to monkey (" + exe + ")");
+  int cpus = opt.cpus;
+  if (cpus <= 0) {
+    auto hw = static_cast<int>(std::thread::hardware_concurrency());
+    cpus = std::max(1, hw / opt.nodes);
+  }
+  ::mkdir((home + "/nodes").c_str(), 0755);
+  std::vector<up_node> nodes;
+  auto start = [&](int i, const std::string& seed) -> std::string {
+    up_node n;
+    n.name = "n" + std::to_string(i + 1);
+    n.data_dir = home + "/nodes/" + n.name;
+    ::mkdir(n.data_dir.c_str(), 0700);
+    ::unlink((n.data_dir + "/address").c_str());
+    std::vector<std::string> args{"--listen", "127.0.0.1:0", "--data-dir", n.data_dir, "--cpus",
+                                  std::to_string(cpus)};
+    if (!seed.empty()) {
+      args.push_back("--join");
+      args.push_back(seed);
+    }
+    if (opt.no_measure)
+      args.push_back("--no-measure");
+    if (!opt.secret_file.empty()) {
+      args.push_back("--secret-file");
+      args.push_back(opt.secret_file);
+    }
+    auto pid = start_runtime(exe, args, n.data_dir + "/stderr.log");
+    if (!pid)
+      return pid.error();
+    n.pid = *pid;
+    nodes.push_back(n);
+    return {};
+  };
+  auto deadline = std::chrono::steady_clock::now()
+                  + std::chrono::milliseconds(static_cast<int64_t>(opt.timeout_s * 1000));
+  auto wait_address = [&](up_node& n) -> std::string {
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto a = read_text(n.data_dir + "/address");
+      if (!a.empty()) {
+        n.address = a;
+        return {};
+      }
+      int status = 0;
+      if (::waitpid(n.pid, &status, WNOHANG) == n.pid)
+        return "node " + n.name + " exited at start: " + read_text(n.data_dir + "/stderr.log");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return "node " + n.name + " did not start listening in time";
+  };
+  auto give_up = [&](const std::string& why) {
+    write_up_file(up_path, nodes); // `monkey down` can still stop what started
+    return fail("up: " + why + " (see " + home + "/nodes/*/runtime.log; `monkey down` stops "
+                "what started)");
+  };
+  if (auto e = start(0, ""); !e.empty())
+    return give_up(e);
+  if (auto e = wait_address(nodes[0]); !e.empty())
+    return give_up(e);
+  for (int i = 1; i < opt.nodes; ++i)
+    if (auto e = start(i, nodes[0].address); !e.empty())
+      return give_up(e);
+  for (auto& n : nodes)
+    if (auto e = wait_address(n); !e.empty())
+      return give_up(e);
+  write_up_file(up_path, nodes);
+  std::string addresses;
+  for (auto& n : nodes)
+    addresses += (addresses.empty() ? "" : ",") + n.address;
+  std::ofstream(home + "/cluster") << addresses << "\n";
+  // Every node must see all N alive.
+  auto secret_path = opt.secret_file.empty() ? find_secret_file("") : opt.secret_file;
+  auto secret = load_secret(secret_path, false);
+  if (!secret)
+    return give_up(secret.error());
+  std::string last;
+  for (;;) {
+    size_t ready = 0;
+    for (auto& n : nodes) {
+      auto seen = alive_seen(n.address, *secret);
+      if (seen && *seen == nodes.size())
+        ++ready;
+      else
+        last = n.name + " sees " + (seen ? std::to_string(*seen) + " alive" : seen.error());
+    }
+    if (ready == nodes.size())
+      break;
+    if (std::chrono::steady_clock::now() >= deadline)
+      return give_up("not every node sees " + std::to_string(nodes.size()) + " alive within "
+                     + std::to_string(static_cast<int>(opt.timeout_s)) + " s: " + last);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (opt.json) {
+    json arr = json::array();
+    for (auto& n : nodes)
+      arr.push_back({{"name", n.name}, {"address", n.address}, {"pid", n.pid},
+                     {"data_dir", n.data_dir}});
+    std::cout << json{{"nodes", arr}}.dump() << "\n";
+  } else {
+    std::printf("%-6s %-22s %8s  %s\n", "NODE", "ADDRESS", "PID", "DATA");
+    for (auto& n : nodes)
+      std::printf("%-6s %-22s %8d  %s\n", n.name.c_str(), n.address.c_str(), n.pid,
+                  n.data_dir.c_str());
+    std::printf("%zu nodes up, each sees %zu alive (%d cpus each); cluster file %s/cluster\n",
+                nodes.size(), nodes.size(), cpus, home.c_str());
+  }
+  return 0;
+}
+
+int cluster_down(double grace_s) {
+  auto home = monkey_home();
+  auto up_path = home + "/up.json";
+  auto nodes = read_up_file(up_path);
+  if (nodes.empty())
+    return fail("down: no cluster started by `monkey up` under " + home);
+  for (auto& n : nodes)
+    if (runtime_alive(n.pid)) {
+      ::kill(n.pid, SIGCONT); // a stopped node cannot act on SIGTERM
+      ::kill(n.pid, SIGTERM);
+    }
+  auto deadline = std::chrono::steady_clock::now()
+                  + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
+  bool killed = false;
+  for (;;) {
+    size_t left = 0;
+    for (auto& n : nodes)
+      left += runtime_alive(n.pid) ? 1 : 0;
+    if (left == 0)
+      break;
+    if (!killed && std::chrono::steady_clock::now() >= deadline) {
+      for (auto& n : nodes)
+        if (runtime_alive(n.pid))
+          ::kill(n.pid, SIGKILL);
+      killed = true;
+      deadline += std::chrono::seconds(10);
+    } else if (killed && std::chrono::steady_clock::now() >= deadline) {
+      return fail("down: " + std::to_string(left) + " nodes did not stop");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::unlink(up_path.c_str());
+  ::unlink((home + "/cluster").c_str());
+  std::printf("%zu nodes stopped%s\n", nodes.size(),
+              killed ? " (some needed SIGKILL after the grace period)" : "");
+  return 0;
+}
+
+} // namespace monkey

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/membership.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace monkey {
+
+namespace {
+
+int rank(member_state s) {
+  switch (s) {
+    case member_state::alive: return 0;
+    case member_state::suspect: return 1;
+    case member_state::dead:
+    case member_state::left: return 2;
+  }
+  return 0;
+}
+
+} // namespace
+
+const char* to_string(member_state s) {
+  switch (s) {
+    case member_state::alive: return "alive";
+    case member_state::suspect: return "suspect";
+    case member_state::dead: return "dead";
+    case member_state::left: return "left";
+  }
+  return "?";
+}
+
+std::string incarnation_text(uint64_t inc) {
+  return std::to_string(inc >> 32) + "." + std::to_string(inc & 0xFFFFFFFFu);
+}
+
+bool supersedes(const member& a, const member& b) {
+  if (a.incarnation != b.incarnation)
+    return a.incarnation > b.incarnation;
+  return rank(a.state) > rank(b.state);
+}
+
+member_table::member_table(member self) : self_(self.node) {
+  members_[self_] = std::move(self);
+  enqueue(self_);
+}
+
+void member_table::enqueue(const std::string& node) {
+  gossip_[node] = 0;
+}
+
+bool member_table::apply(const member& m, int64_t now) {
+  if (m.node.empty())
+    return false;
+  if (m.node == self_) {
+    auto& me = members_[self_];
+    if (m.state == member_state::alive || me.state == member_state::left)
+      return false;
+    if (m.incarnation < me.incarnation)
+      return false;
+    // A rumour that this node is suspect or dead: refute it with a higher incarnation.
+    me.incarnation = m.incarnation + 1;
+    me.reason = "refuted " + std::string(to_string(m.state)) + " (" + m.reason + ")";
+    me.since_ms = now;
+    enqueue(self_);
+    return true;
+  }
+  auto it = members_.find(m.node);
+  if (it != members_.end() && !supersedes(m, it->second)) {
+    // Same news (or older): keep the local view, but learn details such as the address.
+    return false;
+  }
+  member copy = m;
+  bool state_changed = it == members_.end() || it->second.state != m.state;
+  copy.since_ms = state_changed ? now : it->second.since_ms;
+  members_[m.node] = std::move(copy);
+  enqueue(m.node);
+  return true;
+}
+
+bool member_table::suspect(const std::string& node, const std::string& reason, int64_t now) {
+  auto it = members_.find(node);
+  if (it == members_.end() || node == self_ || it->second.state != member_state::alive)
+    return false;
+  it->second.state = member_state::suspect;
+  it->second.reason = reason;
+  it->second.since_ms = now;
+  enqueue(node);
+  return true;
+}
+
+bool member_table::declare_dead(const std::string& node, const std::string& reason, int64_t now) {
+  auto it = members_.find(node);
+  if (it == members_.end() || node == self_ || rank(it->second.state) >= 2)
+    return false;
+  it->second.state = member_state::dead;
+  it->second.reason = reason;
+  it->second.since_ms = now;
+  enqueue(node);
+  return true;
+}
+
+void member_table::leave(int64_t now) {
+  auto& me = members_[self_];
+  me.state = member_state::left;
+  me.reason = "planned leave";
+  me.since_ms = now;
+  enqueue(self_);
+}
+
+std::vector<std::string> member_table::expired_suspects(int64_t cutoff) const {
+  std::vector<std::string> out;
+  for (auto& [id, m] : members_)
+    if (m.state == member_state::suspect && m.since_ms < cutoff)
+      out.push_back(id);
+  return out;
+}
+
+const member* member_table::find(const std::string& node) const {
+  auto it = members_.find(node);
+  return it == members_.end() ? nullptr : &it->second;
+}
+
+std::vector<member> member_table::all() const {
+  std::vector<member> out;
+  out.reserve(members_.size());
+  for (auto& [id, m] : members_)
+    out.push_back(m);
+  return out;
+}
+
+std::vector<std::string> member_table::probe_targets() const {
+  std::vector<std::string> out;
+  for (auto& [id, m] : members_)
+    if (id != self_ && (m.state == member_state::alive || m.state == member_state::suspect))
+      out.push_back(id);
+  return out;
+}
+
+size_t member_table::alive_count() const {
+  size_t n = 0;
+  for (auto& [id, m] : members_)
+    n += m.state == member_state::alive ? 1 : 0;
+  return n;
+}
+
+std::vector<member> member_table::piggyback(size_t max) {
+  auto limit = static_cast<uint32_t>(
+    std::ceil(3.0 * std::log2(static_cast<double>(members_.size()) + 1.0)));
+  std::vector<std::pair<uint32_t, std::string>> order;
+  for (auto& [id, sent] : gossip_)
+    order.emplace_back(sent, id);
+  std::sort(order.begin(), order.end());
+  std::vector<member> out;
+  for (auto& [sent, id] : order) {
+    if (out.size() >= max)
+      break;
+    out.push_back(members_.at(id));
+    if (++gossip_[id] >= limit)
+      gossip_.erase(id);
+  }
+  return out;
+}
+
+} // namespace monkey

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Cluster membership, SWIM-style: every node keeps a table of (node, incarnation, state)
+// and spreads changes by piggybacking them on its probes (no all-to-all fan-out). This is
+// the table and its rules; actors/membership.cpp does the probing. Plain C++: no CAF.
+// Protocol and guarantees: docs/cluster.md.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/codec.hpp"
+
+namespace monkey {
+
+enum class member_state : uint8_t {
+  alive = 0,
+  suspect = 1, ///< a probe or the connection failed; others confirm or it refutes
+  dead = 2,    ///< confirmed (connection refused) or suspected past the timeout
+  left = 3,    ///< a planned leave: not a failure
+};
+
+const char* to_string(member_state s);
+
+struct member {
+  std::string node;         ///< node id (16 hex digits)
+  std::string address;      ///< host:port where its gateway listens
+  uint64_t incarnation = 0; ///< (runtime start << 32) | refutations
+  member_state state = member_state::alive;
+  int64_t since_ms = 0;     ///< when this node's view of it last changed state (local clock)
+  std::string reason;       ///< why it is in this state
+  int32_t pid = 0;
+  int32_t cpus = 0;
+  int32_t gpus = 0;
+  std::string devices;      ///< e.g. "cpu0,cuda0"
+  MSGPACK_DEFINE_MAP(node, address, incarnation, state, since_ms, reason, pid, cpus, gpus,
+                     devices);
+};
+
+/// "3.1": the runtime start and the refutations within it.
+std::string incarnation_text(uint64_t inc);
+
+/// True when `a` supersedes `b` (same node): a higher incarnation, or the same one and a
+/// graver state (alive < suspect < dead/left).
+bool supersedes(const member& a, const member& b);
+
+class member_table {
+public:
+  explicit member_table(member self);
+
+  const member& self() const { return members_.at(self_); }
+  const std::string& self_id() const { return self_; }
+
+  /// Applies what another node says of a member. Returns true when the view changed (the
+  /// update is then spread further). News that this node itself is suspect or dead makes
+  /// it refute: its incarnation goes above the rumour's and "alive" is spread instead.
+  bool apply(const member& m, int64_t now);
+
+  /// Local judgements (spread like any update). No effect on a member already in that
+  /// state or graver at its incarnation, nor on this node itself.
+  bool suspect(const std::string& node, const std::string& reason, int64_t now);
+  bool declare_dead(const std::string& node, const std::string& reason, int64_t now);
+  /// This node leaves on purpose.
+  void leave(int64_t now);
+
+  /// Suspects whose suspicion started before `cutoff` (to be declared dead).
+  std::vector<std::string> expired_suspects(int64_t cutoff) const;
+
+  const member* find(const std::string& node) const;
+  std::vector<member> all() const;
+  /// Other members that are alive or suspect (they are probed).
+  std::vector<std::string> probe_targets() const;
+  size_t alive_count() const;
+
+  /// Up to `max` updates to piggyback on the next message, the least-sent first. Each is
+  /// sent about 3·log2(n + 1) times, then dropped.
+  std::vector<member> piggyback(size_t max);
+  size_t pending_updates() const { return gossip_.size(); }
+
+private:
+  void enqueue(const std::string& node);
+  std::string self_;
+  std::map<std::string, member> members_;
+  std::map<std::string, uint32_t> gossip_; ///< node → times its latest update was sent
+};
+
+} // namespace monkey
+
+MSGPACK_ADD_ENUM(monkey::member_state);

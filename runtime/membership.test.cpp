@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/membership.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace monkey;
+
+namespace {
+
+member make(const std::string& node, uint64_t inc, member_state s = member_state::alive) {
+  member m;
+  m.node = node;
+  m.address = "127.0.0.1:" + node;
+  m.incarnation = inc;
+  m.state = s;
+  return m;
+}
+
+} // namespace
+
+TEST_CASE("supersedes: higher incarnation, then graver state", "[membership]") {
+  CHECK(supersedes(make("a", 2), make("a", 1, member_state::dead)));
+  CHECK(supersedes(make("a", 1, member_state::suspect), make("a", 1)));
+  CHECK(supersedes(make("a", 1, member_state::dead), make("a", 1, member_state::suspect)));
+  CHECK_FALSE(supersedes(make("a", 1), make("a", 1, member_state::suspect)));
+  CHECK_FALSE(supersedes(make("a", 1), make("a", 1)));
+}
+
+TEST_CASE("updates spread only when they change the view", "[membership]") {
+  member_table t(make("self", 1ull << 32));
+  CHECK(t.apply(make("b", 5), 100));
+  CHECK_FALSE(t.apply(make("b", 5), 101)); // same news
+  CHECK(t.apply(make("b", 5, member_state::suspect), 102));
+  CHECK(t.find("b")->since_ms == 102);
+  CHECK_FALSE(t.apply(make("b", 5), 103)); // alive at the same incarnation does not refute
+  CHECK(t.apply(make("b", 6), 104));      // b refuted with a higher incarnation
+  CHECK(t.find("b")->state == member_state::alive);
+  CHECK(t.apply(make("b", 6, member_state::dead), 105));
+  CHECK(t.probe_targets().empty());
+  // A restart of b comes with a higher incarnation and brings it back.
+  CHECK(t.apply(make("b", 7ull << 32), 106));
+  CHECK(t.probe_targets() == std::vector<std::string>{"b"});
+  CHECK(t.alive_count() == 2);
+}
+
+TEST_CASE("a node refutes rumours of its own suspicion or death", "[membership]") {
+  uint64_t inc = 3ull << 32;
+  member_table t(make("self", inc));
+  t.piggyback(100); // drain the initial announcement
+  CHECK(t.apply(make("self", inc, member_state::suspect), 10));
+  CHECK(t.self().state == member_state::alive);
+  CHECK(t.self().incarnation == inc + 1);
+  CHECK(incarnation_text(t.self().incarnation) == "3.1");
+  auto out = t.piggyback(10);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].node == "self");
+  CHECK(out[0].incarnation == inc + 1);
+  // A stale rumour (lower incarnation) is ignored.
+  CHECK_FALSE(t.apply(make("self", inc, member_state::dead), 11));
+  CHECK(t.self().incarnation == inc + 1);
+}
+
+TEST_CASE("local suspicion, confirmation and the suspicion timeout", "[membership]") {
+  member_table t(make("self", 1));
+  t.apply(make("b", 1), 0);
+  t.apply(make("c", 1), 0);
+  CHECK(t.suspect("b", "ping timed out", 100));
+  CHECK_FALSE(t.suspect("b", "again", 150));
+  CHECK_FALSE(t.suspect("self", "never", 150));
+  CHECK(t.expired_suspects(100).empty());
+  CHECK(t.expired_suspects(101) == std::vector<std::string>{"b"});
+  CHECK(t.declare_dead("c", "connection refused", 200));
+  CHECK_FALSE(t.declare_dead("c", "again", 201));
+  CHECK(t.find("c")->reason == "connection refused");
+  CHECK(t.probe_targets() == std::vector<std::string>{"b"});
+}
+
+TEST_CASE("piggybacked updates are sent a bounded number of times, least-sent first",
+          "[membership]") {
+  member_table t(make("self", 1));
+  for (int i = 0; i < 7; ++i)
+    t.apply(make("n" + std::to_string(i), 1), 0);
+  // 8 members: each update goes out ceil(3 log2 9) = 10 times.
+  size_t total = 0;
+  for (int round = 0; round < 100 && t.pending_updates() > 0; ++round)
+    total += t.piggyback(3).size();
+  CHECK(total == 8 * 10);
+  CHECK(t.piggyback(3).empty());
+  // A new change jumps the queue.
+  t.apply(make("n0", 2), 1);
+  auto out = t.piggyback(3);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].node == "n0");
+}
+
+TEST_CASE("a planned leave is spread and is not a failure", "[membership]") {
+  member_table t(make("self", 1));
+  t.piggyback(100);
+  t.leave(5);
+  CHECK(t.self().state == member_state::left);
+  auto out = t.piggyback(10);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].state == member_state::left);
+  member_table other(make("o", 1));
+  other.apply(make("self", 1), 0);
+  CHECK(other.apply(out[0], 6));
+  CHECK(other.find("self")->state == member_state::left);
+  CHECK(other.probe_targets().empty());
+}

@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Membership of a local cluster of real monkey-runtime processes: `monkey up`, gossip,
+kill -9 detection and rejoin, a frozen node (SIGSTOP) going suspect then dead and refuting
+after SIGCONT, a planned leave, a node with the wrong secret kept out, `monkey down`."""
+import json
+import os
+import signal
+import subprocess
+
+from harness import RUNTIME, check, pid_alive, run, wait_until
+
+
+def up(c, n):
+    r = c.monkey("up", str(n), "--no-measure", "--json", timeout=120)
+    nodes = json.loads(r.stdout)["nodes"]
+    check(len(nodes) == n, f"up started {n} nodes: {nodes}")
+    return nodes
+
+
+def members(c, address):
+    r = c.monkey("nodes", "--json", "--address", address, check_rc=False)
+    if r.returncode != 0:
+        return None
+    return {m["pid"]: m for m in json.loads(r.stdout)}
+
+
+def state_of(c, address, pid):
+    ms = members(c, address)
+    return ms.get(pid) if ms else None
+
+
+def down(c, pids):
+    c.monkey("down", timeout=120)
+    check(not any(pid_alive(p) for p in pids), "monkey down stopped every node")
+    check(not os.path.exists(os.path.join(c.home, "cluster")), "the cluster file is gone")
+
+
+def up_kill9_rejoin(c):
+    nodes = up(c, 3)
+    pids = [n["pid"] for n in nodes]
+    for n in nodes:
+        ms = members(c, n["address"])
+        check(ms is not None and sorted(ms) == sorted(pids)
+              and all(m["state"] == "alive" for m in ms.values()),
+              f"{n['name']} sees all 3 alive: {ms}")
+    # Plain `monkey` commands reach the cluster through the cluster file.
+    env = dict(c.env)
+    env.pop("MONKEY_ADDRESS", None)
+    r = c.monkey("nodes", "--json", env=env)
+    check(len(json.loads(r.stdout)) == 3, "the cluster file leads to the cluster")
+    victim = nodes[2]
+    os.kill(victim["pid"], signal.SIGKILL)
+    for n in nodes[:2]:
+        m = wait_until(lambda: (lambda s: s if s and s["state"] == "dead" else None)(
+            state_of(c, n["address"], victim["pid"])), 20, f"{n['name']} to see n3 dead")
+        check("refused" in m["reason"], f"kill -9 is confirmed by a refused connection: {m}")
+    # Restarted on its data directory, it rejoins with a higher incarnation.
+    log = open(os.path.join(victim["data_dir"], "restart.log"), "ab")
+    proc = subprocess.Popen([RUNTIME, "--listen", victim["address"], "--data-dir",
+                             victim["data_dir"], "--no-measure", "--cpus", "1",
+                             "--join", nodes[0]["address"]],
+                            env=c.env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        for n in nodes[:2]:
+            m = wait_until(lambda: (lambda s: s if s and s["state"] == "alive" else None)(
+                state_of(c, n["address"], proc.pid)), 30, f"{n['name']} to see n3 back")
+            check(m["incarnation"].startswith("2."), f"a new incarnation: {m}")
+        ms = members(c, nodes[0]["address"])
+        check(len(ms) == 3 and victim["pid"] not in ms,
+              f"the same node (its id kept in its data directory), not a fourth: {ms}")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    down(c, pids[:2])
+
+
+def sigstop_suspect_dead_refute(c):
+    nodes = up(c, 3)
+    frozen = nodes[1]
+    os.kill(frozen["pid"], signal.SIGSTOP)
+    try:
+        seen = set()
+
+        def progress():
+            s = state_of(c, nodes[0]["address"], frozen["pid"])
+            if s:
+                seen.add(s["state"])
+            return s if s and s["state"] == "dead" else None
+
+        m = wait_until(progress, 30, "the frozen node to be declared dead", interval=0.05)
+        check("suspect" in seen or "suspect" in m["reason"] or "suspected" in m["reason"],
+              f"it went through suspicion first: states {seen}, {m}")
+    finally:
+        os.kill(frozen["pid"], signal.SIGCONT)
+    m = wait_until(lambda: (lambda s: s if s and s["state"] == "alive" else None)(
+        state_of(c, nodes[0]["address"], frozen["pid"])), 30, "the resumed node to refute")
+    check(m["incarnation"] != "1.0", f"it refuted with a higher incarnation: {m}")
+    down(c, [n["pid"] for n in nodes])
+
+
+def planned_leave(c):
+    nodes = up(c, 3)
+    os.kill(nodes[2]["pid"], signal.SIGTERM)
+    m = wait_until(lambda: (lambda s: s if s and s["state"] in ("left", "dead") else None)(
+        state_of(c, nodes[0]["address"], nodes[2]["pid"])), 20, "the leave to be seen")
+    check(m["state"] == "left", f"a SIGTERM is a planned leave, not a failure: {m}")
+    down(c, [n["pid"] for n in nodes])
+
+
+def wrong_secret_join(c):
+    nodes = up(c, 2)
+    other = os.path.join(c.home, "other-secret")
+    with open(other, "w") as f:
+        f.write("f" * 64 + "\n")
+    os.chmod(other, 0o600)
+    data = os.path.join(c.home, "intruder")
+    log = open(os.path.join(c.home, "intruder.stderr"), "ab")
+    proc = subprocess.Popen([RUNTIME, "--listen", "127.0.0.1:0", "--data-dir", data,
+                             "--no-measure", "--secret-file", other,
+                             "--join", nodes[0]["address"]],
+                            env=c.env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        runtime_log = os.path.join(data, "runtime.log")
+        wait_until(lambda: os.path.exists(runtime_log)
+                   and "cannot join through" in open(runtime_log).read(), 30,
+                   "the intruder to report its refusal")
+        text = open(runtime_log).read()
+        check("secret" in text, f"the refusal names the secret: {text[-800:]}")
+        ms = members(c, nodes[0]["address"])
+        check(proc.pid not in ms and len(ms) == 2, f"the intruder is not a member: {ms}")
+    finally:
+        proc.kill()
+        proc.wait(10)
+    down(c, [n["pid"] for n in nodes])
+
+
+if __name__ == "__main__":
+    run(up_kill9_rejoin)
+    run(sigstop_suspect_dead_refute)
+    run(planned_leave)
+    run(wrong_secret_join)

@@ -38,6 +38,9 @@ struct membership_state {
   std::set<std::string> probing;          ///< node ids with a probe in flight
   std::vector<std::string> order;         ///< probe order, reshuffled every round
   size_t next = 0;
+  uint64_t ticks = 0;
+  int64_t last_tick_ms = 0;
+  int64_t unreliable_until = 0; ///< probes started before this do not count (a pause)
   bool joined = false;
   int64_t last_join_try = 0;
   std::map<std::string, std::string> join_problems; ///< seed → last problem logged
@@ -47,6 +50,29 @@ struct membership_state {
 };
 
 using membership_actor = caf::stateful_actor<membership_state>;
+
+/// The updates a message carries: the least-sent ones, and always this node's own
+/// record. A refutation is then never lost because its sends were used up by answers to
+/// requests that had already timed out (as after a SIGSTOP, when the queued pings of the
+/// others are answered all at once).
+std::vector<member> outgoing(member_table& table) {
+  auto out = table.piggyback(max_piggyback);
+  bool has_self = false;
+  for (auto& m : out)
+    has_self = has_self || m.node == table.self_id();
+  if (!has_self)
+    out.push_back(table.self());
+  return out;
+}
+
+/// True when a failure of something asked at `started` says nothing about the others:
+/// this node was paused then (its own tick ran late), or is paused right now.
+bool unreliable(const membership_state& st, int64_t started) {
+  auto now = now_ms();
+  bool overdue = st.last_tick_ms != 0
+                 && now - st.last_tick_ms > st.cfg.probe_interval.count() + 1000;
+  return overdue || started < st.unreliable_until;
+}
 
 envelope wrap(verb v, std::string body) {
   return envelope{static_cast<uint16_t>(v), std::move(body)};
@@ -182,7 +208,11 @@ void ping(membership_actor* self, const member& target,
     peer_ping_request req;
     req.from = st.table->self_id();
     req.to = target.node;
-    req.updates = st.table->piggyback(max_piggyback);
+    req.updates = outgoing(*st.table);
+    // What this node believes of the target: if that is suspect or dead, it refutes, and
+    // its ack carries its new incarnation.
+    if (auto* view = st.table->find(target.node); view && view->state != member_state::alive)
+      req.updates.push_back(*view);
     self->request(gw, st.cfg.ping_timeout, wrap(verb::peer_ping, encode(req)))
       .then(
         [=](const std::string& body) {
@@ -205,10 +235,11 @@ void probe(membership_actor* self, const std::string& node) {
     return;
   st.probing.insert(node);
   auto target = *m;
+  auto started = now_ms();
   ping(self, target, [=](bool ok, const std::string& problem) {
     auto& st = self->state;
-    if (ok) {
-      st.probing.erase(node);
+    if (ok || unreliable(st, started)) {
+      st.probing.erase(node); // answered, or asked while this node was paused
       return;
     }
     if (problem == "connection refused" || problem.rfind("cannot connect", 0) == 0) {
@@ -244,7 +275,7 @@ void probe(membership_actor* self, const std::string& node) {
       if (--*pending > 0)
         return;
       st.probing.erase(node);
-      if (*acked)
+      if (*acked || unreliable(st, started))
         return;
       auto* before = st.table->find(node);
       auto old = before ? std::optional<member>(*before) : std::nullopt;
@@ -256,7 +287,7 @@ void probe(membership_actor* self, const std::string& node) {
     peer_ping_req_request req;
     req.from = st.table->self_id();
     req.target = target;
-    req.updates = st.table->piggyback(max_piggyback);
+    req.updates = outgoing(*st.table);
     for (auto& h : helpers)
       self->request(h, st.cfg.ping_timeout * 2, wrap(verb::peer_ping_req, encode(req)))
         .then(
@@ -309,6 +340,17 @@ void try_join(membership_actor* self) {
 void tick(membership_actor* self) {
   auto& st = self->state;
   auto now = now_ms();
+  ++st.ticks;
+  // Local health: a tick far behind its time means this node was paused (SIGSTOP, swap,
+  // overload). The failures of what it asked before are its own fault, not the others'.
+  if (st.last_tick_ms != 0 && now - st.last_tick_ms > st.cfg.probe_interval.count() + 1000) {
+    st.log->warn("this node was paused for {} ms; probe failures until now are ignored and "
+                 "suspicions restart",
+                 now - st.last_tick_ms - st.cfg.probe_interval.count());
+    st.unreliable_until = now + st.cfg.connect_timeout.count();
+    st.table->restart_suspicions(now);
+  }
+  st.last_tick_ms = now;
   for (auto& node : st.table->expired_suspects(now - st.cfg.suspicion_timeout.count())) {
     auto old = *st.table->find(node);
     if (st.table->declare_dead(node, "suspected for "
@@ -327,6 +369,19 @@ void tick(membership_actor* self) {
       st.next = 0;
     }
     probe(self, st.order[st.next++]);
+  }
+  // About once a second, one member declared dead in the last 10 minutes is pinged: if it
+  // answers, it refutes (a freeze on either side), else nothing changes.
+  if (st.ticks % 5 == 0) {
+    auto dead = st.table->dead_since(now - 600'000);
+    if (!dead.empty()) {
+      auto& node = dead[st.rng() % dead.size()];
+      auto target = *st.table->find(node);
+      if (!st.probing.count(node)) {
+        st.probing.insert(node);
+        ping(self, target, [=](bool, const std::string&) { self->state.probing.erase(node); });
+      }
+    }
   }
   self->delayed_send(self, st.cfg.probe_interval, atoms::tick::value);
 }
@@ -360,7 +415,7 @@ caf::result<std::string> on_envelope(membership_actor* self, const envelope& env
         return make_error(errc::not_found, "this is node " + st.table->self_id() + ", not "
                                              + req->to);
       apply_updates(self, req->updates);
-      return encode(peer_ack{st.table->self_id(), st.table->piggyback(max_piggyback)});
+      return encode(peer_ack{st.table->self_id(), outgoing(*st.table)});
     }
     case verb::peer_ping_req: {
       auto req = decode<peer_ping_req_request>(env.body, "peer ping-req");
@@ -374,7 +429,7 @@ caf::result<std::string> on_envelope(membership_actor* self, const envelope& env
           return;
         }
         rp.deliver(encode(peer_ack{self->state.table->self_id(),
-                                   self->state.table->piggyback(max_piggyback)}));
+                                   outgoing(*self->state.table)}));
       });
       return rp;
     }
@@ -404,7 +459,10 @@ caf::behavior membership_impl(membership_actor* self, membership_config cfg) {
             || (m.state != member_state::alive && m.state != member_state::suspect))
           continue;
         auto node = m.node;
+        auto started = now_ms();
         with_link(self, addr, [=](const caf::actor& gw, const std::string& problem) {
+          if (!gw && unreliable(self->state, started))
+            return; // lost while this node was paused: the next probes decide
           if (!gw)
             return connect_failed(self, node, problem, "connection lost, re-probe");
           probe(self, node);

@@ -29,9 +29,9 @@ struct membership_config {
   std::string secret;
   std::vector<std::string> seeds; ///< host:port of members to join through
   std::chrono::milliseconds probe_interval{200};
-  std::chrono::milliseconds ping_timeout{500};
+  std::chrono::milliseconds ping_timeout{400};
   std::chrono::milliseconds connect_timeout{1000};
-  std::chrono::milliseconds suspicion_timeout{2000};
+  std::chrono::milliseconds suspicion_timeout{1500};
   size_t indirect_probes = 2;
 };
 

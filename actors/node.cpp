@@ -110,6 +110,7 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
   mc.self.since_ms = now_ms();
   mc.secret = secret;
   mc.seeds = setup.seeds;
+  mc.suspicion_timeout = setup.suspicion_timeout;
   auto advertise = setup.advertise;
   top.push_back({"membership",
                  [mc, pub, advertise](caf::actor_system& s, const sibling_map&) {

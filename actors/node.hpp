@@ -13,6 +13,7 @@
 //
 // The root is registered as "node_sup" in the actor registry, where the gateway finds it.
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,7 @@ struct node_setup {
   uint16_t port = 0;
   std::string advertise;          ///< host:port other nodes reach this one at ("": the bound one)
   std::vector<std::string> seeds; ///< members to join through (--join)
+  std::chrono::milliseconds suspicion_timeout{1500};
 };
 
 struct node_handles {

@@ -116,6 +116,20 @@ std::vector<std::string> member_table::expired_suspects(int64_t cutoff) const {
   return out;
 }
 
+void member_table::restart_suspicions(int64_t now) {
+  for (auto& [id, m] : members_)
+    if (m.state == member_state::suspect)
+      m.since_ms = now;
+}
+
+std::vector<std::string> member_table::dead_since(int64_t cutoff) const {
+  std::vector<std::string> out;
+  for (auto& [id, m] : members_)
+    if (m.state == member_state::dead && m.since_ms >= cutoff)
+      out.push_back(id);
+  return out;
+}
+
 const member* member_table::find(const std::string& node) const {
   auto it = members_.find(node);
   return it == members_.end() ? nullptr : &it->second;

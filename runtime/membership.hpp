@@ -66,6 +66,12 @@ public:
 
   /// Suspects whose suspicion started before `cutoff` (to be declared dead).
   std::vector<std::string> expired_suspects(int64_t cutoff) const;
+  /// Restarts every suspicion's clock (after this node itself was paused: its own timers
+  /// ran late, so the time others had to refute is not known).
+  void restart_suspicions(int64_t now);
+  /// Members declared dead (not left) since `cutoff`: revisited now and then, so that two
+  /// nodes that each declared the other dead (after a freeze) meet again.
+  std::vector<std::string> dead_since(int64_t cutoff) const;
 
   const member* find(const std::string& node) const;
   std::vector<member> all() const;

@@ -47,6 +47,7 @@ struct options {
   uint32_t task_chunk = 256;
   std::vector<std::string> join;
   std::string advertise;
+  std::string suspicion_timeout = "1500ms";
   std::string gpus = "auto";
   std::string mem;
   std::vector<std::string> tags;
@@ -159,6 +160,9 @@ int main(int argc, char** argv) {
     ->delimiter(',');
   app.add_option("--advertise", opt.advertise,
                  "HOST:PORT other nodes reach this one at (default: the listen address)");
+  app.add_option("--suspicion-timeout", opt.suspicion_timeout,
+                 "how long a suspected node has to refute before it is declared dead")
+    ->capture_default_str();
   app.add_option("--task-chunk", opt.task_chunk,
                  "most tasks handed to a device proxy in one message (1 = one message a task)")
     ->capture_default_str()
@@ -203,6 +207,10 @@ int main(int argc, char** argv) {
     if (auto bad = split_address(opt.advertise, h, p); !bad.empty())
       return fail_start("--advertise: " + bad);
   }
+  auto suspicion = parse_duration_s(opt.suspicion_timeout);
+  if (!suspicion || *suspicion < 0.2 || *suspicion > 600)
+    return fail_start("--suspicion-timeout: " + (suspicion ? std::string("must be between 200ms and 10m")
+                                                            : suspicion.error()));
   auto retention = parse_duration_s(opt.retention);
   if (!retention)
     return fail_start("--retention: " + retention.error());
@@ -293,6 +301,7 @@ int main(int argc, char** argv) {
   setup.host = host;
   setup.port = port;
   setup.seeds = opt.join;
+  setup.suspicion_timeout = std::chrono::milliseconds(static_cast<int64_t>(*suspicion * 1000));
   setup.advertise = opt.advertise;
   auto node = start_node(sys, setup);
   if (!node)

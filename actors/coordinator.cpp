@@ -14,11 +14,13 @@
 
 #include "runtime/atoms.hpp"
 #include "actors/messages.hpp"
+#include "actors/membership.hpp"
 #include "actors/worker.hpp"
 #include "runtime/envelope.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/messages/client.hpp"
+#include "runtime/ownership.hpp"
 #include "runtime/proc.hpp"
 #include "runtime/supervisor.hpp"
 
@@ -63,6 +65,13 @@ struct coordinator_state {
   uint64_t task_waiter_seq = 0;
   std::unordered_map<job_id, std::vector<task_waiter>> task_waiters;
   std::unordered_map<std::string, std::vector<caf::response_promise>> task_key_in_flight;
+  // cluster (docs/cluster.md)
+  caf::actor membership;
+  std::vector<member> members;          ///< the membership's table, as last told
+  bool have_members = false;
+  std::unordered_map<job_id, job_record> held; ///< records held as a replica (owner elsewhere)
+  std::unordered_map<job_id, job_record> unsynced; ///< own records waiting for the holders' word
+  bool synced = false;
   std::shared_ptr<launcher> launch;
   std::shared_ptr<spdlog::logger> log;
   std::unordered_map<job_id, job_record> jobs;
@@ -94,14 +103,99 @@ void request_schedule(coordinator_actor* self) {
   }
 }
 
-/// Makes `recs` durable, then runs `then` (or `on_error`).
+std::string self_node(const coordinator_state& st) {
+  return st.cfg.node.str();
+}
+
+const member* find_member(const coordinator_state& st, const std::string& node) {
+  for (auto& m : st.members)
+    if (m.node == node)
+      return &m;
+  return nullptr;
+}
+
+/// Alive as far as this node knows (itself always; others once the membership said so).
+bool is_alive(const coordinator_state& st, const std::string& node) {
+  if (node == self_node(st))
+    return true;
+  auto* m = find_member(st, node);
+  return m && m->state == member_state::alive;
+}
+
+std::vector<std::string> alive_nodes(const coordinator_state& st) {
+  std::vector<std::string> out{self_node(st)};
+  for (auto& m : st.members)
+    if (m.node != self_node(st) && m.state == member_state::alive)
+      out.push_back(m.node);
+  return out;
+}
+
+/// A request to another node's gateway, through the membership's authenticated link.
+auto
+ask_node(coordinator_actor* self, const std::string& node, verb v, std::string body,
+         std::chrono::milliseconds timeout) {
+  return self->request(self->state.membership, timeout + std::chrono::seconds(1),
+                       atoms::forward::value, node,
+                       envelope{static_cast<uint16_t>(v), std::move(body)},
+                       static_cast<uint32_t>(timeout.count()));
+}
+
+/// Sends `recs` to their other holders that are alive; `done(copies_min)` gets the fewest
+/// durable copies any of the records now has (this node's included).
+void replicate(coordinator_actor* self, const record_list& recs,
+               std::function<void(size_t)> done) {
+  auto& st = self->state;
+  std::map<std::string, record_list> by_node;
+  for (auto& r : recs)
+    for (auto& n : r.replicas)
+      if (n != self_node(st) && is_alive(st, n) && st.membership)
+        by_node[n].push_back(r);
+  if (by_node.empty())
+    return done(1);
+  auto acks = std::make_shared<std::map<job_id, size_t>>();
+  for (auto& r : recs)
+    (*acks)[r.id] = 1;
+  auto pending = std::make_shared<size_t>(by_node.size());
+  auto finish = [=]() {
+    if (--*pending > 0)
+      return;
+    size_t fewest = SIZE_MAX;
+    for (auto& [id, n] : *acks)
+      fewest = std::min(fewest, n);
+    done(fewest);
+  };
+  for (auto& [node, list] : by_node) {
+    replicate_request req;
+    req.from = self_node(st);
+    req.records = list;
+    auto ids = std::make_shared<std::vector<job_id>>();
+    for (auto& r : list)
+      ids->push_back(r.id);
+    auto target = node;
+    ask_node(self, node, verb::peer_replicate, encode(req), std::chrono::seconds(5))
+      .then(
+        [=](const std::string&) {
+          for (auto& id : *ids)
+            (*acks)[id] += 1;
+          finish();
+        },
+        [=](const caf::error& err) {
+          self->state.log->warn("replicating {} records to {} failed: {}", ids->size(), target,
+                                describe(err));
+          finish();
+        });
+  }
+}
+
+/// Makes `recs` durable here and on their other alive holders, then runs `then` (or
+/// `on_error` when the local write failed).
 template <class Then>
 void persist(coordinator_actor* self, record_list recs, Then then,
              std::function<void(const caf::error&)> on_error = nullptr) {
   write_batch batch;
-  batch.records = std::move(recs);
+  batch.records = recs;
   self->request(self->state.journal, caf::infinite, atoms::write::value, std::move(batch))
-    .then([=](bool) mutable { then(); },
+    .then([=](bool) mutable { replicate(self, recs, [=](size_t) mutable { then(); }); },
           [=](const caf::error& err) {
             self->state.log->error("journal write failed: {}", describe(err));
             if (on_error)
@@ -682,6 +776,9 @@ job_summary summarize(const job_record& rec) {
   s.updated_ms = rec.updated_ms;
   s.exit_code = rec.attempts.empty() ? -1 : rec.attempts.back().exit_code;
   s.reason = rec.reason;
+  s.owner = rec.owner.str();
+  s.ran_on = rec.attempts.empty() ? std::string{} : rec.attempts.back().id.node.str();
+  s.version = rec.version;
   return s;
 }
 
@@ -699,7 +796,8 @@ std::string why_text(coordinator_state& st, const job_record& rec) {
   }
 }
 
-void on_submit(coordinator_actor* self, caf::response_promise rp, submit_request req) {
+/// Accepts a submission as its owner: records durable here and on the other holders.
+void accept_submit(coordinator_actor* self, caf::response_promise rp, submit_request req) {
   auto& st = self->state;
   if (!st.accepting)
     return rp.deliver(make_error(errc::refused, "the node is shutting down and accepts no jobs"));
@@ -735,6 +833,30 @@ void on_submit(coordinator_actor* self, caf::response_promise rp, submit_request
     req.spec.seed &= 0x7FFFFFFFFFFFFFFFull;
     req.spec.has_seed = true;
   }
+  // Holders: this node first, then the other alive members by rendezvous rank.
+  std::vector<std::string> replicas{self_node(st)};
+  {
+    std::vector<std::string> others;
+    for (auto& n : alive_nodes(st))
+      if (n != self_node(st))
+        others.push_back(n);
+    auto key = req.client_key.empty() ? job_id::generate().str() : req.client_key;
+    for (auto& n : rendezvous_rank(key, others))
+      if (replicas.size() < st.cfg.replicas)
+        replicas.push_back(n);
+  }
+  if (replicas.size() < st.cfg.min_replicas) {
+    if (!req.client_key.empty()) {
+      for (auto& w : st.key_in_flight[req.client_key])
+        w.deliver(make_error(errc::refused, "too few members alive"));
+      st.key_in_flight.erase(req.client_key);
+    }
+    return rp.deliver(make_error(
+      errc::refused, "only " + std::to_string(replicas.size())
+                       + " members are alive to hold the job, fewer than --min-replicas "
+                       + std::to_string(st.cfg.min_replicas)
+                       + ": the submission is refused so that no accepted job can be lost"));
+  }
   record_list recs;
   auto now = now_ms();
   for (auto idx : indices) {
@@ -748,6 +870,7 @@ void on_submit(coordinator_actor* self, caf::response_promise rp, submit_request
     rec.submit_seq = ++st.next_seq;
     rec.submitted_ms = now;
     rec.client_key = req.client_key;
+    rec.replicas = replicas;
     touch(rec, job_state::queued, "submitted");
     recs.push_back(std::move(rec));
   }
@@ -782,6 +905,55 @@ void on_submit(coordinator_actor* self, caf::response_promise rp, submit_request
       }
       rp.deliver(e);
     });
+}
+
+/// A submission from a client: the owner is chosen by rendezvous hashing of its key over
+/// the alive members able to run it; this node forwards it there (once), or accepts it.
+void on_submit(coordinator_actor* self, caf::response_promise rp, submit_request req) {
+  auto& st = self->state;
+  if (!st.accepting)
+    return rp.deliver(make_error(errc::refused, "the node is shutting down and accepts no jobs"));
+  auto alive = alive_nodes(st);
+  if (req.hops > 0 || alive.size() <= 1 || !st.membership)
+    return accept_submit(self, rp, std::move(req));
+  if (req.client_key.empty()) { // a key makes forwarding safe to retry
+    std::string key(16, '\0');
+    random_bytes(key.data(), key.size());
+    for (unsigned char c : key)
+      req.client_key += "0123456789abcdef"[c >> 4], req.client_key += "0123456789abcdef"[c & 15];
+  }
+  std::vector<holder_candidate> candidates;
+  candidates.push_back({self_node(st), st.cfg.total.cpus, st.cfg.total.gpus});
+  for (auto& m : st.members)
+    if (m.node != self_node(st) && m.state == member_state::alive)
+      candidates.push_back({m.node, m.cpus, m.gpus});
+  // A job that depends on others goes to the owner of its first dependency, if known here.
+  std::string key = req.client_key;
+  auto chosen = choose_holders(key, req.spec.cpus, req.spec.gpus, candidates, st.cfg.replicas);
+  if (!chosen)
+    return rp.deliver(make_error(errc::refused, "no member can run the job: " + chosen.error()));
+  if (!req.spec.after.empty()) {
+    auto& dep = req.spec.after.front().job;
+    if (st.jobs.count(dep))
+      chosen->owner = self_node(st);
+    else if (auto h = st.held.find(dep); h != st.held.end() && is_alive(st, h->second.owner.str()))
+      chosen->owner = h->second.owner.str();
+  }
+  if (chosen->owner == self_node(st))
+    return accept_submit(self, rp, std::move(req));
+  req.hops = 1;
+  auto owner = chosen->owner;
+  auto body = encode(req);
+  ask_node(self, owner, verb::submit, body, std::chrono::seconds(20))
+    .then([=](std::string& reply) mutable { rp.deliver(std::move(reply)); },
+          [=](caf::error& err) mutable {
+            // The owner went away meanwhile: this node takes the job if it can run it.
+            self->state.log->warn("forwarding a submission to its owner {} failed ({}); "
+                                  "accepting it here",
+                                  owner, describe(err));
+            auto again = req;
+            accept_submit(self, rp, std::move(again));
+          });
 }
 
 void on_cancel(coordinator_actor* self, caf::response_promise rp, const id_request& req) {
@@ -906,34 +1078,11 @@ std::optional<job_id> requested_job(coordinator_state& st, const envelope& env, 
   return *id;
 }
 
-void on_envelope(coordinator_actor* self, const envelope& env) {
-  auto rp = self->make_response_promise();
+
+/// show, why, cancel and logs of a job this node owns.
+void on_job_verb(coordinator_actor* self, caf::response_promise rp, const envelope& env) {
   auto& st = self->state;
   switch (static_cast<verb>(env.verb)) {
-    case verb::submit: {
-      auto req = decode<submit_request>(env.body, "submit");
-      if (!req)
-        return rp.deliver(make_error(errc::bad_request, req.error()));
-      return on_submit(self, rp, std::move(*req));
-    }
-    case verb::list: {
-      auto req = decode<list_request>(env.body, "jobs");
-      if (!req)
-        return rp.deliver(make_error(errc::bad_request, req.error()));
-      std::vector<const job_record*> sel;
-      for (auto& [id, rec] : st.jobs)
-        if (req->state.empty() || req->state == to_string(rec.state))
-          sel.push_back(&rec);
-      std::sort(sel.begin(), sel.end(), [](const job_record* a, const job_record* b) {
-        return a->submit_seq != b->submit_seq ? a->submit_seq < b->submit_seq : a->id < b->id;
-      });
-      if (req->limit > 0 && sel.size() > req->limit)
-        sel.erase(sel.begin(), sel.end() - req->limit);
-      list_reply r;
-      for (auto* rec : sel)
-        r.jobs.push_back(summarize(*rec));
-      return rp.deliver(reply(r));
-    }
     case verb::show: {
       auto id = requested_job(st, env, "show", rp);
       if (!id)
@@ -971,6 +1120,271 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
         return rp.deliver(make_error(errc::bad_request, req.error()));
       return on_logs(self, rp, *req);
     }
+    default:
+      return rp.deliver(make_error(errc::bad_request, "not a job verb"));
+  }
+}
+
+/// A held (replica) record by full id or unique suffix.
+std::optional<job_id> resolve_held(coordinator_state& st, const std::string& text) {
+  if (auto id = job_id::parse(text))
+    return st.held.count(*id) ? std::optional<job_id>(*id) : std::nullopt;
+  if (text.size() < 6)
+    return std::nullopt;
+  std::string upper;
+  for (char c : text)
+    upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::optional<job_id> hit;
+  for (auto& [id, rec] : st.held) {
+    auto s = id.str();
+    if (s.size() >= upper.size() && s.compare(s.size() - upper.size(), upper.size(), upper) == 0) {
+      if (hit)
+        return std::nullopt;
+      hit = id;
+    }
+  }
+  return hit;
+}
+
+void show_held(coordinator_actor* self, caf::response_promise rp, const job_id& id) {
+  show_reply r;
+  r.record = self->state.held[id];
+  r.why = "held here as a replica; owner " + r.record.owner.str();
+  rp.deliver(reply(r));
+}
+
+/// Asks every other alive member (local=true); for show the newest record wins, for the
+/// other verbs the first answer that is not "no such job".
+void route_to_owner(coordinator_actor* self, caf::response_promise rp, const envelope& env,
+                    const std::string& text) {
+  auto& st = self->state;
+  auto v = static_cast<verb>(env.verb);
+  std::string body;
+  if (v == verb::logs) {
+    auto req = *decode<logs_request>(env.body, "logs");
+    req.local = true;
+    body = encode(req);
+  } else {
+    auto req = *decode<id_request>(env.body, to_string(v));
+    req.local = true;
+    body = encode(req);
+  }
+  std::vector<std::string> others;
+  for (auto& n : alive_nodes(st))
+    if (n != self_node(st))
+      others.push_back(n);
+  auto pending = std::make_shared<size_t>(others.size());
+  auto best = std::make_shared<std::optional<std::string>>();
+  auto best_version = std::make_shared<uint64_t>(0);
+  auto owned_found = std::make_shared<bool>(false);
+  auto problem = std::make_shared<std::string>();
+  auto unreachable = std::make_shared<size_t>(0);
+  auto finish = [=]() mutable {
+    if (--*pending > 0)
+      return;
+    if (*best)
+      return rp.deliver(**best);
+    auto where = *unreachable > 0 ? " (" + std::to_string(*unreachable)
+                                      + " members did not answer: it may be on one of them)"
+                                  : std::string{};
+    rp.deliver(make_error(errc::not_found,
+                          problem->empty() ? "no job " + text + " in the cluster" + where
+                                           : *problem + where));
+  };
+  for (auto& n : others)
+    ask_node(self, n, v, body, std::chrono::seconds(10))
+      .then(
+        [=](std::string& reply_body) mutable {
+          if (v == verb::show) {
+            if (auto r = decode<show_reply>(reply_body, "show")) {
+              bool owned = r->record.owner.str() == n;
+              // The owner's answer beats a replica's; among equals the newer record.
+              if (!*best || (owned && !*owned_found)
+                  || (owned == *owned_found && r->record.version > *best_version)) {
+                *best = reply_body;
+                *best_version = r->record.version;
+                *owned_found = *owned_found || owned;
+              }
+            }
+          } else if (!*best) {
+            *best = reply_body;
+          }
+          finish();
+        },
+        [=](caf::error& err) mutable {
+          auto text_err = describe(err);
+          if (text_err.find("no job") == std::string::npos) {
+            if (text_err.find("ambiguous") != std::string::npos
+                || text_err.find("too short") != std::string::npos
+                || text_err.find("already ended") != std::string::npos
+                || text_err.find("has no attempt") != std::string::npos)
+              *problem = text_err;
+            else
+              *unreachable += 1;
+          }
+          finish();
+        });
+}
+
+/// Summaries of the records here: owned, and held as a replica when asked by a peer.
+std::map<job_id, job_summary> local_summaries(coordinator_state& st, const list_request& req) {
+  std::map<job_id, job_summary> out;
+  auto add = [&](const job_record& rec) {
+    if (!req.state.empty() && req.state != to_string(rec.state))
+      return;
+    auto it = out.find(rec.id);
+    if (it == out.end() || it->second.version < rec.version)
+      out[rec.id] = summarize(rec);
+  };
+  for (auto& [id, rec] : st.jobs)
+    add(rec);
+  for (auto& [id, rec] : st.held)
+    add(rec);
+  return out;
+}
+
+list_reply finish_list(std::map<job_id, job_summary>& merged, uint32_t limit) {
+  list_reply r;
+  for (auto& [id, s] : merged)
+    r.jobs.push_back(s);
+  std::sort(r.jobs.begin(), r.jobs.end(), [](const job_summary& a, const job_summary& b) {
+    return a.submitted_ms != b.submitted_ms ? a.submitted_ms < b.submitted_ms : a.id < b.id;
+  });
+  if (limit > 0 && r.jobs.size() > limit)
+    r.jobs.erase(r.jobs.begin(), r.jobs.end() - limit);
+  return r;
+}
+
+/// `jobs`: one row per job of the cluster (its newest record among owners and replicas);
+/// members that do not answer are named, and the list is then partial.
+void on_list(coordinator_actor* self, caf::response_promise rp, const list_request& req) {
+  auto& st = self->state;
+  auto merged = std::make_shared<std::map<job_id, job_summary>>(local_summaries(st, req));
+  std::vector<std::string> others;
+  for (auto& n : alive_nodes(st))
+    if (n != self_node(st))
+      others.push_back(n);
+  if (req.local || others.empty() || !st.membership)
+    return rp.deliver(reply(finish_list(*merged, req.local ? 0 : req.limit)));
+  auto peer_req = req;
+  peer_req.local = true;
+  peer_req.limit = 0;
+  auto body = encode(peer_req);
+  auto pending = std::make_shared<size_t>(others.size());
+  auto unreachable = std::make_shared<std::vector<std::string>>();
+  // A suspect member may hold jobs no one else has: the list is partial without it. (A
+  // dead one's jobs were adopted by their surviving holders.)
+  for (auto& m : st.members)
+    if (m.node != self_node(st) && m.state == member_state::suspect)
+      unreachable->push_back(m.node + " (suspect)");
+  auto limit = req.limit;
+  auto finish = [=]() mutable {
+    if (--*pending > 0)
+      return;
+    auto r = finish_list(*merged, limit);
+    r.unreachable = *unreachable;
+    rp.deliver(reply(r));
+  };
+  for (auto& n : others)
+    ask_node(self, n, verb::list, body, std::chrono::seconds(10))
+      .then(
+        [=](const std::string& reply_body) mutable {
+          if (auto r = decode<list_reply>(reply_body, "jobs"))
+            for (auto& s : r->jobs) {
+              auto it = merged->find(s.id);
+              if (it == merged->end() || it->second.version < s.version)
+                (*merged)[s.id] = s;
+            }
+          finish();
+        },
+        [=](const caf::error&) mutable {
+          unreachable->push_back(n);
+          finish();
+        });
+}
+
+/// A replica stores what an owner sends; a record this node owns is given up only to a
+/// newer record from its new owner (this node was taken for dead meanwhile).
+void on_replicate(coordinator_actor* self, caf::response_promise rp, replicate_request req) {
+  auto& st = self->state;
+  record_list store;
+  for (auto& rec : req.records) {
+    if (rec.owner == st.cfg.node)
+      continue;
+    if (auto it = st.jobs.find(rec.id); it != st.jobs.end()) {
+      if (rec.version <= it->second.version || st.running.count(rec.id))
+        continue;
+      st.log->warn("job {} was adopted by {} (version {} > {}): this node holds it as a replica "
+                   "now",
+                   rec.id.short_str(), rec.owner.str(), rec.version, it->second.version);
+      st.queued.erase({it->second.submit_seq, rec.id});
+      st.jobs.erase(it);
+    }
+    st.unsynced.erase(rec.id);
+    auto h = st.held.find(rec.id);
+    if (h != st.held.end() && h->second.version >= rec.version)
+      continue;
+    st.held[rec.id] = rec;
+    store.push_back(rec);
+  }
+  if (store.empty())
+    return rp.deliver(reply(text_reply{"ok"}));
+  write_batch batch;
+  batch.records = std::move(store);
+  self->request(st.journal, caf::infinite, atoms::write::value, std::move(batch))
+    .then([=](bool) mutable { rp.deliver(reply(text_reply{"ok"})); },
+          [=](const caf::error& err) mutable {
+            rp.deliver(make_error(errc::journal_failure, "replica write failed: " + describe(err)));
+          });
+}
+
+void on_envelope(coordinator_actor* self, const envelope& env) {
+  auto rp = self->make_response_promise();
+  auto& st = self->state;
+  switch (static_cast<verb>(env.verb)) {
+    case verb::submit: {
+      auto req = decode<submit_request>(env.body, "submit");
+      if (!req)
+        return rp.deliver(make_error(errc::bad_request, req.error()));
+      return on_submit(self, rp, std::move(*req));
+    }
+    case verb::list: {
+      auto req = decode<list_request>(env.body, "jobs");
+      if (!req)
+        return rp.deliver(make_error(errc::bad_request, req.error()));
+      return on_list(self, rp, *req);
+    }
+    case verb::show:
+    case verb::why:
+    case verb::cancel:
+    case verb::logs: {
+      // Answered by the job's owner: here, or asked of every other member.
+      std::string text;
+      bool local = false;
+      if (static_cast<verb>(env.verb) == verb::logs) {
+        auto req = decode<logs_request>(env.body, "logs");
+        if (!req)
+          return rp.deliver(make_error(errc::bad_request, req.error()));
+        text = req->id, local = req->local;
+      } else {
+        auto req = decode<id_request>(env.body, to_string(static_cast<verb>(env.verb)));
+        if (!req)
+          return rp.deliver(make_error(errc::bad_request, req.error()));
+        text = req->id, local = req->local;
+      }
+      bool here = static_cast<bool>(resolve(st, text));
+      if (!here && static_cast<verb>(env.verb) == verb::show && local && resolve_held(st, text))
+        return show_held(self, rp, *resolve_held(st, text));
+      if (here || local || alive_nodes(st).size() <= 1 || !st.membership)
+        return on_job_verb(self, rp, env);
+      return route_to_owner(self, rp, env, text);
+    }
+    case verb::peer_replicate: {
+      auto req = decode<replicate_request>(env.body, "peer replicate");
+      if (!req)
+        return rp.deliver(make_error(errc::bad_request, req.error()));
+      return on_replicate(self, rp, std::move(*req));
+    }
     case verb::status:
     case verb::devices:
     case verb::nodes:
@@ -1006,14 +1420,58 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
 
 // ---- recovery -----------------------------------------------------------------------
 
+/// The running attempt of `rec` is lost (`cause`): requeued from --max-requeues, or lost.
+void mark_lost(job_record& rec, const std::string& cause) {
+  auto& at = rec.attempts.back();
+  at.outcome = "lost";
+  at.cause = cause;
+  at.ended_ms = now_ms();
+  if (rec.requeues_used < rec.spec.max_requeues) {
+    rec.requeues_used += 1;
+    touch(rec, job_state::queued,
+          cause + "; requeue " + std::to_string(rec.requeues_used) + " of "
+            + std::to_string(rec.spec.max_requeues) + " (retries not charged)");
+  } else {
+    touch(rec, job_state::lost, cause + "; no requeues left");
+  }
+}
+
+/// True when other members hold copies of this record, which may have moved on while this
+/// node was down (another node adopted the job): it must hear from them before running it.
+bool needs_sync(const coordinator_state& st, const job_record& rec) {
+  if (is_final(rec.state))
+    return false;
+  for (auto& n : rec.replicas)
+    if (n != self_node(st))
+      return true;
+  return false;
+}
+
 void recover(coordinator_actor* self, record_list& recs) {
   auto& st = self->state;
   record_list changed;
-  size_t lost = 0, readopted = 0, killed = 0;
+  size_t lost = 0, readopted = 0, killed = 0, held = 0, unsynced = 0;
   for (auto& rec : recs) {
     st.next_seq = std::max(st.next_seq, rec.submit_seq);
     if (!rec.client_key.empty())
       st.by_key[rec.client_key].push_back(rec.id);
+    if (rec.owner != st.cfg.node) { // a replica of another owner's job
+      ++held;
+      st.held[rec.id] = std::move(rec);
+      continue;
+    }
+    bool same_process = rec.state == job_state::running && !rec.attempts.empty()
+                        && rec.attempts.back().id.node == st.cfg.node
+                        && rec.attempts.back().id.incarnation == st.cfg.incarnation;
+    if (!same_process && needs_sync(st, rec)) {
+      if (rec.state == job_state::running && !rec.attempts.empty()) {
+        auto& at = rec.attempts.back();
+        killed += static_cast<size_t>(kill_leftovers(at.cgroup, at.pgid, at.start_ticks));
+      }
+      ++unsynced;
+      st.unsynced[rec.id] = std::move(rec);
+      continue;
+    }
     if (rec.state == job_state::running && !rec.attempts.empty()) {
       auto& at = rec.attempts.back();
       if (at.id.node == st.cfg.node && at.id.incarnation == st.cfg.incarnation) {
@@ -1041,19 +1499,9 @@ void recover(coordinator_actor* self, record_list& recs) {
       }
       // An earlier incarnation ran it: whatever is left of it dies before any re-run.
       killed += static_cast<size_t>(kill_leftovers(at.cgroup, at.pgid, at.start_ticks));
-      at.outcome = "lost";
-      at.cause = "runtime crash: incarnation " + std::to_string(at.id.incarnation)
-                 + " of the runtime stopped while this attempt ran";
-      at.ended_ms = now_ms();
+      mark_lost(rec, "runtime crash: incarnation " + std::to_string(at.id.incarnation)
+                       + " of the runtime stopped while this attempt ran");
       ++lost;
-      if (rec.requeues_used < rec.spec.max_requeues) {
-        rec.requeues_used += 1;
-        touch(rec, job_state::queued,
-              at.cause + "; requeue " + std::to_string(rec.requeues_used) + " of "
-                + std::to_string(rec.spec.max_requeues) + " (retries not charged)");
-      } else {
-        touch(rec, job_state::lost, at.cause + "; no requeues left");
-      }
       changed.push_back(rec);
     }
     if (rec.state == job_state::queued)
@@ -1081,8 +1529,10 @@ void recover(coordinator_actor* self, record_list& recs) {
     }
   }
   st.log->info("recovered {} jobs from the journal: {} lost attempts requeued or ended, {} "
-               "leftover processes killed, {} running attempts re-adopted",
-               st.jobs.size(), lost, killed, readopted);
+               "leftover processes killed, {} running attempts re-adopted; {} replicas of "
+               "other owners' jobs; {} jobs wait to hear from their other holders",
+               st.jobs.size(), lost, killed, readopted, held, unsynced);
+  st.synced = st.unsynced.empty();
   if (!changed.empty())
     persist(self, std::move(changed), [=] { request_schedule(self); });
   else
@@ -1111,6 +1561,191 @@ void compact(coordinator_actor* self) {
     .then([](size_t) {}, [=](const caf::error& err) {
       self->state.log->warn("compaction failed: {}", describe(err));
     });
+}
+
+
+// ---- cluster: membership, adoption, sync, re-replication --------------------------------
+
+/// The holders a record should have now: its alive holders (this node first), then other
+/// alive members by rank until there are R.
+std::vector<std::string> refreshed_holders(const coordinator_state& st, const job_record& rec) {
+  std::vector<std::string> out{self_node(st)};
+  for (auto& n : rec.replicas)
+    if (n != self_node(st) && is_alive(st, n))
+      out.push_back(n);
+  std::vector<std::string> others;
+  for (auto& n : alive_nodes(st))
+    if (std::find(out.begin(), out.end(), n) == out.end())
+      others.push_back(n);
+  for (auto& n : rendezvous_rank(rec.id.str(), others))
+    if (out.size() < st.cfg.replicas)
+      out.push_back(n);
+  return out;
+}
+
+/// This node becomes the owner of a held record whose owner died (the same rendezvous
+/// choice every surviving holder makes). The handoff is a replicated transition.
+void adopt(coordinator_actor* self, job_record rec, const std::string& why) {
+  auto& st = self->state;
+  auto old_owner = rec.owner.str();
+  rec.owner = st.cfg.node;
+  if (rec.state == job_state::running && !rec.attempts.empty()) {
+    mark_lost(rec, "owner " + old_owner + " " + why + " while attempt "
+                     + std::to_string(rec.attempts.back().number) + " ran; adopted by "
+                     + self_node(st));
+  } else {
+    touch(rec, rec.state, rec.reason + "; adopted by " + self_node(st) + " (owner " + old_owner
+                            + " " + why + ")");
+  }
+  rec.replicas = refreshed_holders(st, rec);
+  st.log->info("adopted job {} from owner {} ({}): now {}", rec.id.short_str(), old_owner, why,
+               to_string(rec.state));
+  st.held.erase(rec.id);
+  st.next_seq = std::max(st.next_seq, rec.submit_seq);
+  if (rec.state == job_state::queued)
+    st.queued.insert({rec.submit_seq, rec.id});
+  if (!rec.client_key.empty())
+    st.by_key[rec.client_key].push_back(rec.id);
+  st.jobs[rec.id] = rec;
+  persist(self, {rec}, [=] { request_schedule(self); });
+}
+
+/// An own record whose holders were asked: kept (and now recovered) or given up.
+void finish_sync(coordinator_actor* self, const job_id& id,
+                 const std::optional<job_record>& newer) {
+  auto& st = self->state;
+  auto it = st.unsynced.find(id);
+  if (it == st.unsynced.end())
+    return;
+  auto rec = std::move(it->second);
+  st.unsynced.erase(it);
+  if (newer && newer->owner != st.cfg.node && newer->version >= rec.version) {
+    st.log->warn("job {} was adopted by {} while this node was away: holding it as a replica",
+                 id.short_str(), newer->owner.str());
+    st.held[id] = *newer;
+    write_batch batch;
+    batch.records.push_back(*newer);
+    self->request(st.journal, caf::infinite, atoms::write::value, std::move(batch))
+      .then([](bool) {}, [](const caf::error&) {});
+  } else {
+    if (rec.state == job_state::running && !rec.attempts.empty())
+      mark_lost(rec, "runtime crash: incarnation "
+                       + std::to_string(rec.attempts.back().id.incarnation)
+                       + " of the runtime stopped while this attempt ran");
+    else
+      touch(rec, rec.state, rec.reason);
+    rec.replicas = refreshed_holders(st, rec);
+    if (rec.state == job_state::queued)
+      st.queued.insert({rec.submit_seq, id});
+    st.jobs[id] = rec;
+    persist(self, {rec}, [=] { request_schedule(self); });
+  }
+  if (st.unsynced.empty() && !st.synced) {
+    st.synced = true;
+    st.log->info("every recovered job heard from its other holders");
+  }
+}
+
+/// Asks the alive holders of each unsynced record for their copy. With none alive, waits
+/// until the sync deadline (they may still be joining), then keeps the record.
+void try_sync(coordinator_actor* self, bool deadline_passed) {
+  auto& st = self->state;
+  std::vector<job_id> ids;
+  for (auto& [id, rec] : st.unsynced)
+    ids.push_back(id);
+  for (auto& id : ids) {
+    auto& rec = st.unsynced[id];
+    if (rec.version == UINT64_MAX)
+      continue; // being asked
+    std::vector<std::string> alive;
+    for (auto& n : rec.replicas)
+      if (n != self_node(st) && is_alive(st, n))
+        alive.push_back(n);
+    if (alive.empty()) {
+      if (deadline_passed)
+        finish_sync(self, id, std::nullopt);
+      continue;
+    }
+    auto version = rec.version;
+    rec.version = UINT64_MAX; // marks "being asked"; restored below
+    auto pending = std::make_shared<size_t>(alive.size());
+    auto newest = std::make_shared<std::optional<job_record>>();
+    for (auto& n : alive)
+      ask_node(self, n, verb::show, encode(id_request{id.str(), true}), std::chrono::seconds(5))
+        .then(
+          [=](const std::string& body) {
+            if (auto r = decode<show_reply>(body, "show"))
+              if (!*newest || (*newest)->version < r->record.version)
+                *newest = r->record;
+            if (--*pending == 0) {
+              self->state.unsynced[id].version = version;
+              finish_sync(self, id, *newest);
+            }
+          },
+          [=](const caf::error&) {
+            if (--*pending == 0) {
+              self->state.unsynced[id].version = version;
+              finish_sync(self, id, *newest);
+            }
+          });
+  }
+}
+
+/// What changes when the membership changes: adoption of the jobs of dead owners,
+/// re-replication of own jobs that lost holders, the sync of recovered jobs.
+void on_members(coordinator_actor* self) {
+  auto& st = self->state;
+  if (!st.synced)
+    try_sync(self, false);
+  // Adoption.
+  std::vector<job_record> adopt_now;
+  for (auto& [id, rec] : st.held) {
+    if (is_final(rec.state))
+      continue;
+    auto* owner = find_member(st, rec.owner.str());
+    if (!owner || (owner->state != member_state::dead && owner->state != member_state::left))
+      continue;
+    std::vector<std::string> surviving;
+    for (auto& n : rec.replicas)
+      if (is_alive(st, n))
+        surviving.push_back(n);
+    if (successor(rec.id.str(), surviving) == self_node(st))
+      adopt_now.push_back(rec);
+  }
+  for (auto& rec : adopt_now) {
+    auto* owner = find_member(st, rec.owner.str());
+    adopt(self, rec, owner && owner->state == member_state::left ? "left" : "died");
+  }
+  // Re-replication of own unfinished jobs whose holders are not all alive.
+  record_list refresh;
+  for (auto& [id, rec] : st.jobs) {
+    if (is_final(rec.state))
+      continue;
+    auto want = refreshed_holders(st, rec);
+    if (want != rec.replicas) {
+      rec.replicas = want;
+      rec.version += 1;
+      refresh.push_back(rec);
+    }
+  }
+  if (!refresh.empty()) {
+    st.log->info("re-replicating {} jobs to restore {} holders each", refresh.size(),
+                 st.cfg.replicas);
+    persist(self, std::move(refresh), [] {});
+  }
+}
+
+void subscribe_members(coordinator_actor* self) {
+  auto& st = self->state;
+  auto m = caf::actor_cast<caf::actor>(
+    self->system().registry().get(caf::atom_from_string(membership_name)));
+  if (!m) { // it starts after the coordinator
+    self->delayed_send(self, std::chrono::milliseconds(100), atoms::subscribe::value);
+    return;
+  }
+  st.membership = m;
+  self->monitor(m);
+  self->send(m, atoms::subscribe::value);
 }
 
 caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
@@ -1145,6 +1780,9 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
                        batches.size(), open, st.tasks.queued_tasks());
         for (auto& d : st.cfg.devices)
           discover_proxy(self, d.name);
+        subscribe_members(self);
+        if (!st.synced) // with no holder alive by then, recovered jobs are kept and run
+          self->delayed_send(self, std::chrono::seconds(5), atoms::sync::value);
       },
       [=](const caf::error& err) {
         self->state.log->critical("cannot recover the task batches: {}", describe(err));
@@ -1152,6 +1790,11 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
       });
   self->set_down_handler([=](const caf::down_msg& dm) {
     auto& st = self->state;
+    if (st.membership && st.membership.address() == dm.source) {
+      st.membership = nullptr; // restarted by the node supervisor: subscribe again
+      self->delayed_send(self, std::chrono::milliseconds(100), atoms::subscribe::value);
+      return;
+    }
     for (auto it = st.proxies.begin(); it != st.proxies.end(); ++it) {
       if (it->handle.address() != dm.source)
         continue;
@@ -1201,6 +1844,17 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
     [=](atoms::task_flush) { flush_task_finals(self); },
     [=](atoms::task_wait, const job_id& id, uint64_t seq) { on_task_wait_timeout(self, id, seq); },
     [=](atoms::discover, const std::string& name) { discover_proxy(self, name); },
+    [=](atoms::subscribe) { subscribe_members(self); },
+    [=](atoms::members, member_list& ms) {
+      auto& st = self->state;
+      st.members = std::move(ms);
+      st.have_members = true;
+      on_members(self);
+    },
+    [=](atoms::sync) {
+      if (!self->state.synced)
+        try_sync(self, true);
+    },
     [=](atoms::address, const std::string& addr) { self->state.cfg.address = addr; },
     [=](atoms::tree) {
       auto& st = self->state;

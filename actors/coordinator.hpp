@@ -43,6 +43,8 @@ struct coordinator_config {
   int64_t started_ms = 0;
   std::string version;
   uint32_t task_chunk = 256; ///< most tasks handed to a device proxy in one message
+  size_t replicas = 2;       ///< R: members holding each job record
+  size_t min_replicas = 1;   ///< fewer alive members than this: submits are refused
 };
 
 /// `devices` is the devices supervisor (actors/device_proxy.hpp): the coordinator finds

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "actors/membership.hpp"
+#include "actors/messages.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -45,6 +46,8 @@ struct membership_state {
   int64_t last_join_try = 0;
   std::map<std::string, std::string> join_problems; ///< seed → last problem logged
   std::mt19937_64 rng{std::random_device{}()};
+  std::vector<caf::actor> subscribers;
+  uint64_t told = 0; ///< the table's change count last sent to subscribers
   std::shared_ptr<spdlog::logger> log;
   static inline const char* name = "membership";
 };
@@ -82,6 +85,17 @@ bool refused(const caf::error& err) {
   return err == caf::sec::cannot_connect_to_node;
 }
 
+/// Sends the whole table to every subscriber when it changed since the last time.
+void notify(membership_actor* self) {
+  auto& st = self->state;
+  if (st.table->changes() == st.told)
+    return;
+  st.told = st.table->changes();
+  auto all = st.table->all();
+  for (auto& s : st.subscribers)
+    self->send(s, atoms::members::value, all);
+}
+
 /// Logs state changes of other members once, as this node learns them.
 void log_update(membership_actor* self, const member* before, const member& after) {
   if (after.node == self->state.table->self_id())
@@ -107,6 +121,7 @@ void apply_updates(membership_actor* self, const std::vector<member>& updates) {
         log_update(self, old ? &*old : nullptr, *st.table->find(m.node));
     }
   }
+  notify(self);
 }
 
 /// Connects to and authenticates with the gateway at `address`, then calls `then` with
@@ -194,8 +209,10 @@ void connect_failed(membership_actor* self, const std::string& node, const std::
   bool changed = problem == "connection refused"
                    ? st.table->declare_dead(node, context + ": connection refused", now)
                    : st.table->suspect(node, context + ": " + problem, now);
-  if (changed)
+  if (changed) {
     log_update(self, old ? &*old : nullptr, *st.table->find(node));
+    notify(self);
+  }
 }
 
 void ping(membership_actor* self, const member& target,
@@ -383,6 +400,7 @@ void tick(membership_actor* self) {
       }
     }
   }
+  notify(self);
   self->delayed_send(self, st.cfg.probe_interval, atoms::tick::value);
 }
 
@@ -448,6 +466,9 @@ caf::behavior membership_impl(membership_actor* self, membership_config cfg) {
                                 caf::actor_cast<caf::strong_actor_ptr>(self));
   self->set_down_handler([=](const caf::down_msg& dm) {
     auto& st = self->state;
+    st.subscribers.erase(std::remove_if(st.subscribers.begin(), st.subscribers.end(),
+                                        [&](const caf::actor& a) { return a.address() == dm.source; }),
+                         st.subscribers.end());
     for (auto& [address, link] : st.links) {
       if (!link.gateway || link.gateway.address() != dm.source)
         continue;
@@ -480,6 +501,38 @@ caf::behavior membership_impl(membership_actor* self, membership_config cfg) {
   return {
     [=](const envelope& env) { return on_envelope(self, env); },
     [=](atoms::tick) { tick(self); },
+    [=](atoms::subscribe) {
+      auto& st = self->state;
+      auto who = caf::actor_cast<caf::actor>(self->current_sender());
+      if (!who)
+        return;
+      st.subscribers.erase(std::remove(st.subscribers.begin(), st.subscribers.end(), who),
+                           st.subscribers.end());
+      st.subscribers.push_back(who);
+      self->monitor(who);
+      self->send(who, atoms::members::value, st.table->all());
+    },
+    [=](atoms::forward, const std::string& node, const envelope& env,
+        uint32_t timeout_ms) -> caf::result<std::string> {
+      auto& st = self->state;
+      auto* m = st.table->find(node);
+      if (!m)
+        return make_error(errc::not_found, "no member " + node);
+      if (m->state == member_state::dead || m->state == member_state::left)
+        return make_error(errc::busy, "member " + node + " is " + to_string(m->state));
+      auto rp = self->make_response_promise<std::string>();
+      auto timeout = std::chrono::milliseconds(timeout_ms);
+      with_link(self, m->address, [=](const caf::actor& gw, const std::string& problem) mutable {
+        if (!gw) {
+          rp.deliver(make_error(errc::busy, "cannot reach member " + node + ": " + problem));
+          return;
+        }
+        self->request(gw, timeout, env)
+          .then([=](std::string& body) mutable { rp.deliver(std::move(body)); },
+                [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      });
+      return rp;
+    },
     [=](atoms::shutdown) -> caf::result<bool> {
       auto& st = self->state;
       st.table->leave(now_ms());

@@ -8,6 +8,7 @@
 #include "runtime/job.hpp"
 #include "runtime/journal.hpp"
 #include "runtime/launcher.hpp"
+#include "runtime/membership.hpp"
 
 namespace monkey {
 
@@ -23,6 +24,7 @@ using record_list = std::vector<job_record>;
 using metric_map = std::map<std::string, double>;
 using task_state_list = std::vector<journal::task_state>;
 using id_list = std::vector<job_id>;
+using member_list = std::vector<member>;
 
 } // namespace monkey
 
@@ -38,3 +40,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::task_chunk)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::chunk_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::task_state_list)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::id_list)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::member_list)

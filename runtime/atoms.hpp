@@ -37,5 +37,9 @@ using task_wait = caf::atom_constant<caf::atom("m_twait")>;
 using load_tasks = caf::atom_constant<caf::atom("m_ldtasks")>;
 using discover = caf::atom_constant<caf::atom("m_discover")>;
 using info = caf::atom_constant<caf::atom("m_info")>;
+using subscribe = caf::atom_constant<caf::atom("m_subscr")>;
+using members = caf::atom_constant<caf::atom("m_members")>;
+using forward = caf::atom_constant<caf::atom("m_forward")>;
+using sync = caf::atom_constant<caf::atom("m_sync")>;
 
 } // namespace monkey::atoms

@@ -37,6 +37,7 @@ const char* to_string(verb v) {
     case verb::peer_join: return "peer join";
     case verb::peer_ping: return "peer ping";
     case verb::peer_ping_req: return "peer ping-req";
+    case verb::peer_replicate: return "peer replicate";
   }
   return "unknown";
 }

@@ -98,8 +98,9 @@ struct job_record {
   std::string reason; ///< why the last transition happened
   std::string client_key;
   std::vector<attempt_record> attempts;
+  std::vector<std::string> replicas; ///< node ids holding the record, the owner first
   MSGPACK_DEFINE_MAP(id, spec, state, version, owner, submit_seq, submitted_ms, updated_ms,
-                     retries_used, requeues_used, reason, client_key, attempts);
+                     retries_used, requeues_used, reason, client_key, attempts, replicas);
 };
 
 /// One `MONKEY_METRIC key=value` value.

@@ -47,6 +47,7 @@ member_table::member_table(member self) : self_(self.node) {
 
 void member_table::enqueue(const std::string& node) {
   gossip_[node] = 0;
+  ++changes_;
 }
 
 bool member_table::apply(const member& m, int64_t now) {

@@ -83,12 +83,15 @@ public:
   /// sent about 3·log2(n + 1) times, then dropped.
   std::vector<member> piggyback(size_t max);
   size_t pending_updates() const { return gossip_.size(); }
+  /// Counts every change of the table (to tell subscribers only when there is news).
+  uint64_t changes() const { return changes_; }
 
 private:
   void enqueue(const std::string& node);
   std::string self_;
   std::map<std::string, member> members_;
   std::map<std::string, uint32_t> gossip_; ///< node → times its latest update was sent
+  uint64_t changes_ = 0;
 };
 
 } // namespace monkey

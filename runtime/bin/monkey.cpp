@@ -61,7 +61,8 @@ json to_json(const job_summary& s) {
           {"priority", s.priority},   {"cpus", s.cpus},
           {"gpus", s.gpus},           {"submitted_ms", s.submitted_ms},
           {"updated_ms", s.updated_ms}, {"exit_code", s.exit_code},
-          {"reason", s.reason}};
+          {"reason", s.reason},       {"owner", s.owner},
+          {"ran_on", s.ran_on},       {"version", s.version}};
 }
 
 json to_json(const attempt_record& a) {
@@ -558,9 +559,15 @@ int run_cli(int argc, char** argv, client* shared) {
   }
 
   if (jobs->parsed()) {
-    auto r = c.call<list_reply>(verb::list, list_request{state_filter, limit});
+    auto r = c.call<list_reply>(verb::list, list_request{state_filter, limit, false});
     if (!r)
       return fail("jobs: " + r.error());
+    if (!r->unreachable.empty()) {
+      std::string who;
+      for (auto& n : r->unreachable)
+        who += (who.empty() ? "" : ", ") + n;
+      std::fprintf(stderr, "monkey: jobs: partial list: no answer from %s\n", who.c_str());
+    }
     if (g.json) {
       json out = json::array();
       for (auto& j : r->jobs)
@@ -568,13 +575,14 @@ int run_cli(int argc, char** argv, client* shared) {
       std::cout << out.dump() << "\n";
       return 0;
     }
-    std::printf("%-10s  %-24s  %-9s  %3s  %4s  %4s  %5s  %s\n", "ID", "NAME", "STATE", "ATT",
-                "PRIO", "EXIT", "AGE", "REASON");
+    std::printf("%-10s  %-24s  %-9s  %3s  %4s  %4s  %5s  %-8s  %s\n", "ID", "NAME", "STATE",
+                "ATT", "PRIO", "EXIT", "AGE", "NODE", "REASON");
     for (auto& j : r->jobs)
-      std::printf("%-10s  %-24.24s  %-9s  %3d  %4d  %4s  %5s  %s\n", j.id.short_str().c_str(),
-                  j.name.c_str(), to_string(j.state), j.attempts, j.priority,
-                  j.exit_code < 0 ? "-" : std::to_string(j.exit_code).c_str(),
-                  age(j.submitted_ms).c_str(), j.reason.c_str());
+      std::printf("%-10s  %-24.24s  %-9s  %3d  %4d  %4s  %5s  %-8.8s  %s\n",
+                  j.id.short_str().c_str(), j.name.c_str(), to_string(j.state), j.attempts,
+                  j.priority, j.exit_code < 0 ? "-" : std::to_string(j.exit_code).c_str(),
+                  age(j.submitted_ms).c_str(), (j.ran_on.empty() ? j.owner : j.ran_on).c_str(),
+                  j.reason.c_str());
     return 0;
   }
 

@@ -48,6 +48,8 @@ struct options {
   std::vector<std::string> join;
   std::string advertise;
   std::string suspicion_timeout = "1500ms";
+  size_t replicas = 2;
+  size_t min_replicas = 1;
   std::string gpus = "auto";
   std::string mem;
   std::vector<std::string> tags;
@@ -160,6 +162,13 @@ int main(int argc, char** argv) {
     ->delimiter(',');
   app.add_option("--advertise", opt.advertise,
                  "HOST:PORT other nodes reach this one at (default: the listen address)");
+  app.add_option("--replicas", opt.replicas, "members holding each job record (R)")
+    ->capture_default_str()
+    ->check(CLI::Range(1, 16));
+  app.add_option("--min-replicas", opt.min_replicas,
+                 "refuse submits while fewer members than this are alive")
+    ->capture_default_str()
+    ->check(CLI::Range(1, 16));
   app.add_option("--suspicion-timeout", opt.suspicion_timeout,
                  "how long a suspected node has to refute before it is declared dead")
     ->capture_default_str();
@@ -280,6 +289,8 @@ int main(int argc, char** argv) {
   cc.total.gpus = static_cast<int32_t>(gpus.size());
   cc.devices.front().slots = cc.total.cpus;
   cc.task_chunk = opt.task_chunk;
+  cc.replicas = opt.replicas;
+  cc.min_replicas = opt.min_replicas;
   if (!opt.no_measure)
     measure_devices(cc.devices, opt.data_dir, *log);
   cc.cgroup_base = opt.no_cgroups ? std::string{} : cgroup_base();

@@ -40,6 +40,7 @@ enum class verb : uint16_t {
   peer_join = 17,
   peer_ping = 18,
   peer_ping_req = 19,
+  peer_replicate = 20, ///< job records to a replica; answered by its coordinator
 };
 
 const char* to_string(verb v);
@@ -72,7 +73,15 @@ struct auth_reply {
 struct submit_request {
   job_spec spec;          ///< an array spec is expanded by the node
   std::string client_key; ///< a retried submit with the same key creates nothing new
-  MSGPACK_DEFINE_MAP(spec, client_key);
+  int32_t hops = 0;       ///< forwards so far (a node forwards a client's submit to the owner once)
+  MSGPACK_DEFINE_MAP(spec, client_key, hops);
+};
+
+/// peer_replicate: records a replica stores (the owner's every transition).
+struct replicate_request {
+  std::string from;
+  std::vector<job_record> records;
+  MSGPACK_DEFINE_MAP(from, records);
 };
 
 struct submit_reply {
@@ -150,7 +159,8 @@ struct peer_ping_req_request {
 struct list_request {
   std::string state; ///< filter; empty: all
   uint32_t limit = 0; ///< 0: no limit (newest last)
-  MSGPACK_DEFINE_MAP(state, limit);
+  bool local = false; ///< only this node's records (a peer asks; no fan-out)
+  MSGPACK_DEFINE_MAP(state, limit, local);
 };
 
 struct job_summary {
@@ -165,19 +175,24 @@ struct job_summary {
   int64_t updated_ms = 0;
   int32_t exit_code = -1;
   std::string reason;
+  std::string owner;   ///< node id of the job's owner
+  std::string ran_on;  ///< node id of the last attempt's node ("" before any)
+  uint64_t version = 0;
   MSGPACK_DEFINE_MAP(id, name, state, attempts, priority, cpus, gpus, submitted_ms, updated_ms,
-                     exit_code, reason);
+                     exit_code, reason, owner, ran_on, version);
 };
 
 struct list_reply {
   std::vector<job_summary> jobs;
-  MSGPACK_DEFINE_MAP(jobs);
+  std::vector<std::string> unreachable; ///< members that did not answer: the list is partial
+  MSGPACK_DEFINE_MAP(jobs, unreachable);
 };
 
 /// show, cancel and why: a full id or a unique suffix of at least 6 characters.
 struct id_request {
   std::string id;
-  MSGPACK_DEFINE_MAP(id);
+  bool local = false; ///< only this node (a peer asks; no fan-out)
+  MSGPACK_DEFINE_MAP(id, local);
 };
 
 struct show_reply {
@@ -198,7 +213,8 @@ struct logs_request {
   std::string stream = "out"; ///< "out" or "err"
   uint64_t offset = 0;
   uint32_t max_bytes = 65536;
-  MSGPACK_DEFINE_MAP(id, attempt, stream, offset, max_bytes);
+  bool local = false;
+  MSGPACK_DEFINE_MAP(id, attempt, stream, offset, max_bytes, local);
 };
 
 struct logs_reply {

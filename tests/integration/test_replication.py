@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Jobs in a cluster without a master (real processes): any node accepts a submission and
+forwards it to the job's owner; jobs run across all nodes; `monkey jobs` on any node shows
+each job once; kill -9 of the owner of running jobs loses none of them and gives none a
+second final state; the old owner, restarted on its data directory, hands over."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+
+from harness import RUNTIME, check, run, wait_until
+
+FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+
+
+def up(c, n):
+    nodes = json.loads(c.monkey("up", str(n), "--no-measure", "--cpus", "2", "--json",
+                                timeout=120).stdout)["nodes"]
+    check(len(nodes) == n, f"{n} nodes up")
+    return nodes
+
+
+def jobs_at(c, address):
+    r = c.monkey("jobs", "--json", "--address", address, check_rc=False)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def all_final(c, address, count):
+    js = jobs_at(c, address)
+    if js and len(js) == count and all(j["state"] in FINALS for j in js):
+        return js
+    return None
+
+
+def final_versions(c, data_dirs):
+    """job id -> set of (version, state) of final transitions, over every journal."""
+    out = {}
+    for d in data_dirs:
+        path = os.path.join(d, "journal.db")
+        if not os.path.exists(path):
+            continue
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            for job, version, state in db.execute(
+                    "SELECT job_id, version, state FROM transitions WHERE state >= 2"):
+                out.setdefault(job, set()).add((version, state))
+        finally:
+            db.close()
+    return out
+
+
+def spread_and_list(c):
+    nodes = up(c, 3)
+    ids = []
+    for n in nodes:
+        for i in range(3):
+            out = c.monkey("submit", "--address", n["address"], "--name", f"{n['name']}-{i}",
+                           "--", "sh", "-c", "echo from $MONKEY_JOB_ID").stdout
+            ids.append(out.strip().splitlines()[-1])
+    for n in nodes:
+        js = wait_until(lambda: all_final(c, n["address"], 9), 60, f"{n['name']} to list 9 final")
+        check(sorted(j["id"] for j in js) == sorted(ids), f"{n['name']} lists each job once")
+        check(all(j["state"] == "succeeded" for j in js), f"all succeeded: {js}")
+    ran_on = {j["ran_on"] for j in jobs_at(c, nodes[0]["address"])}
+    check(len(ran_on) >= 2, f"jobs ran on several nodes: {ran_on}")
+    # Any node answers show and logs, whoever owns the job.
+    for jid in ids[:3]:
+        for n in nodes:
+            s = json.loads(c.monkey("show", jid, "--json", "--address", n["address"]).stdout)
+            check(s["state"] == "succeeded", f"show through {n['name']}: {s['state']}")
+            out = c.monkey("logs", jid, "--address", n["address"]).stdout
+            check(f"from {jid}" in out, f"logs through {n['name']}: {out!r}")
+    c.monkey("down", timeout=120)
+
+
+def owner_kill9(c):
+    nodes = up(c, 3)
+    entry = nodes[0]
+    ids = [c.monkey("submit", "--address", entry["address"], "--name", f"s{i}", "--",
+                    "sleep", "2").stdout.strip().splitlines()[-1] for i in range(8)]
+    by_node = {n["pid"]: n for n in nodes}
+    members = json.loads(c.monkey("nodes", "--json", "--address", entry["address"]).stdout)
+    node_of = {m["node"]: m["pid"] for m in members}
+    entry_node = [m["node"] for m in members if m["pid"] == entry["pid"]][0]
+
+    def running_elsewhere():
+        js = jobs_at(c, entry["address"]) or []
+        owners = [j["owner"] for j in js if j["state"] == "running" and j["owner"] != entry_node]
+        return owners[0] if owners else None
+
+    victim_node = wait_until(running_elsewhere, 30, "a job running on another node")
+    victim = by_node[node_of[victim_node]]
+    os.kill(victim["pid"], signal.SIGKILL)
+    js = wait_until(lambda: all_final(c, entry["address"], 8), 120,
+                    "every acknowledged job to finish")
+    check(sorted(j["id"] for j in js) == sorted(ids), "no accepted job lost")
+    check(all(j["state"] == "succeeded" for j in js), f"all succeeded: {js}")
+    check(not any(j["owner"] == victim_node for j in js), f"the dead node owns nothing: {js}")
+    finals = final_versions(c, [n["data_dir"] for n in nodes if n is not victim])
+    for jid in ids:
+        check(len({v for v, _ in finals.get(jid, set())}) == 1,
+              f"job {jid} has exactly one final state: {finals.get(jid)}")
+    # The old owner comes back on its data directory: it learns its jobs were adopted and
+    # runs none of them again.
+    log = open(os.path.join(victim["data_dir"], "restart.log"), "ab")
+    proc = subprocess.Popen([RUNTIME, "--listen", victim["address"], "--data-dir",
+                             victim["data_dir"], "--no-measure", "--cpus", "2", "--join",
+                             entry["address"]], env=c.env, stdout=log, stderr=log,
+                            start_new_session=True)
+    try:
+        runtime_log = os.path.join(victim["data_dir"], "runtime.log")
+        wait_until(lambda: "every recovered job heard from its other holders"
+                   in open(runtime_log).read()
+                   or "0 jobs wait to hear" in open(runtime_log).read().split("incarnation 2")[-1],
+                   30, "the restarted node to sync")
+        js = wait_until(lambda: all_final(c, entry["address"], 8), 30, "the list after the return")
+        check(all(j["state"] == "succeeded" for j in js), f"still all succeeded once: {js}")
+        finals = final_versions(c, [n["data_dir"] for n in nodes])
+        for jid in ids:
+            versions = {v for v, _ in finals.get(jid, set())}
+            check(len(versions) == 1, f"job {jid}: one final state after the return: {finals.get(jid)}")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    c.monkey("down", timeout=120)
+
+
+if __name__ == "__main__":
+    run(spread_and_list)
+    run(owner_kill9)

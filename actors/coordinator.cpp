@@ -907,6 +907,9 @@ void accept_submit(coordinator_actor* self, caf::response_promise rp, submit_req
     });
 }
 
+void forward_submit(coordinator_actor* self, caf::response_promise rp, submit_request req,
+                    const std::string& owner);
+
 /// A submission from a client: the owner is chosen by rendezvous hashing of its key over
 /// the alive members able to run it; this node forwards it there (once), or accepts it.
 void on_submit(coordinator_actor* self, caf::response_promise rp, submit_request req) {
@@ -933,16 +936,46 @@ void on_submit(coordinator_actor* self, caf::response_promise rp, submit_request
   if (!chosen)
     return rp.deliver(make_error(errc::refused, "no member can run the job: " + chosen.error()));
   if (!req.spec.after.empty()) {
-    auto& dep = req.spec.after.front().job;
-    if (st.jobs.count(dep))
+    // Dependencies are checked by the owner of the first one: the job goes there.
+    auto dep = req.spec.after.front().job;
+    if (st.jobs.count(dep)) {
       chosen->owner = self_node(st);
-    else if (auto h = st.held.find(dep); h != st.held.end() && is_alive(st, h->second.owner.str()))
+    } else if (auto h = st.held.find(dep);
+               h != st.held.end() && is_alive(st, h->second.owner.str())) {
       chosen->owner = h->second.owner.str();
+    } else {
+      // Not known here: ask the members who owns it, then come back.
+      std::vector<std::string> others;
+      for (auto& n : alive_nodes(st))
+        if (n != self_node(st))
+          others.push_back(n);
+      auto pending = std::make_shared<size_t>(others.size());
+      auto found = std::make_shared<std::string>();
+      for (auto& n : others)
+        ask_node(self, n, verb::show, encode(id_request{dep.str(), true}), std::chrono::seconds(5))
+          .then(
+            [=](const std::string& body) mutable {
+              if (auto r = decode<show_reply>(body, "show"); r && found->empty())
+                *found = r->record.owner.str();
+              if (--*pending == 0)
+                forward_submit(self, rp, req, found->empty() ? self_node(self->state) : *found);
+            },
+            [=](const caf::error&) mutable {
+              if (--*pending == 0)
+                forward_submit(self, rp, req, found->empty() ? self_node(self->state) : *found);
+            });
+      return;
+    }
   }
-  if (chosen->owner == self_node(st))
+  forward_submit(self, rp, std::move(req), chosen->owner);
+}
+
+/// Sends a client's submission to its owner (or accepts it, when that is this node).
+void forward_submit(coordinator_actor* self, caf::response_promise rp, submit_request req,
+                    const std::string& owner) {
+  if (owner == self_node(self->state))
     return accept_submit(self, rp, std::move(req));
   req.hops = 1;
-  auto owner = chosen->owner;
   auto body = encode(req);
   ask_node(self, owner, verb::submit, body, std::chrono::seconds(20))
     .then([=](std::string& reply) mutable { rp.deliver(std::move(reply)); },

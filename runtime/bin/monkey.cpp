@@ -237,7 +237,8 @@ int run_cli(int argc, char** argv, client* shared) {
 
   up_options up_opt;
   double down_grace = 30;
-  auto* up = app.add_subcommand("up", "start a local cluster of N nodes under MONKEY_HOME");
+  auto* up = app.add_subcommand("up", "start a local cluster of N nodes under MONKEY_HOME "
+                                      "(monkey up N [OPTIONS] [-- RUNTIME OPTIONS...])");
   up->add_option("N", up_opt.nodes, "number of nodes")->capture_default_str();
   up->add_option("--cpus", up_opt.cpus, "CPUs per node (default: the host's split evenly)");
   up->add_option("--timeout", up_opt.timeout_s, "seconds until every node must see all alive")
@@ -290,10 +291,12 @@ int run_cli(int argc, char** argv, client* shared) {
     int code = app.exit(e); // prints help, or the error on stderr
     return code == 0 ? 0 : exit_usage;
   }
-  if (!command.empty() && !submit->parsed())
-    return fail("'--' and a command only go with submit", exit_usage);
+  if (!command.empty() && !submit->parsed() && !up->parsed())
+    return fail("'--' and a command only go with submit (and runtime options with up)",
+                exit_usage);
 
   if (up->parsed()) {
+    up_opt.runtime_args = command;
     up_opt.json = g.json;
     up_opt.secret_file = g.secret_file;
     return cluster_up(up_opt);

@@ -177,6 +177,7 @@ int cluster_up(const up_options& opt) {
       args.push_back("--secret-file");
       args.push_back(opt.secret_file);
     }
+    args.insert(args.end(), opt.runtime_args.begin(), opt.runtime_args.end());
     auto pid = start_runtime(exe, args, n.data_dir + "/stderr.log");
     if (!pid)
       return pid.error();

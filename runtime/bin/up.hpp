@@ -5,6 +5,7 @@
 // the addresses in MONKEY_HOME/cluster, where plain `monkey ...` commands find them).
 
 #include <string>
+#include <vector>
 
 namespace monkey {
 
@@ -15,6 +16,7 @@ struct up_options {
   bool no_measure = false;
   bool json = false;
   std::string secret_file;  ///< passed on to the runtimes when given
+  std::vector<std::string> runtime_args; ///< more monkey-runtime options for every node
 };
 
 /// Starts the nodes; returns once every node sees N alive (0), else non-zero with why.

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <set>
 #include <sys/stat.h>
+#include <csignal>
 #include <unistd.h>
 #include <unordered_map>
 
@@ -72,6 +73,9 @@ struct coordinator_state {
   std::unordered_map<job_id, job_record> held; ///< records held as a replica (owner elsewhere)
   std::unordered_map<job_id, job_record> unsynced; ///< own records waiting for the holders' word
   bool synced = false;
+  int64_t last_tick_ms = 0;
+  int64_t hold_until = 0;            ///< after a pause: attempt outcomes wait (fencing)
+  std::vector<caf::message> on_hold; ///< started/done messages kept meanwhile
   std::shared_ptr<launcher> launch;
   std::shared_ptr<spdlog::logger> log;
   std::unordered_map<job_id, job_record> jobs;
@@ -1768,6 +1772,67 @@ void on_members(coordinator_actor* self) {
   }
 }
 
+/// How long attempt outcomes wait after this process was paused (SIGSTOP, swap): long
+/// enough for the others' death verdict, if any, to arrive and fence the jobs first.
+constexpr int64_t hold_after_pause_ms = 4000;
+
+/// True (and the current message kept for later) while outcomes are on hold: this
+/// process was just paused, and the others may have declared it dead and adopted its jobs.
+/// An outcome recorded now would be a second final state next to the adopter's.
+bool hold(coordinator_actor* self) {
+  auto& st = self->state;
+  auto now = now_ms();
+  if (st.last_tick_ms != 0 && now - st.last_tick_ms > 1200) { // the tick itself is late
+    st.hold_until = std::max(st.hold_until, now + hold_after_pause_ms);
+    st.last_tick_ms = now;
+  }
+  if (now >= st.hold_until)
+    return false;
+  st.on_hold.push_back(self->current_mailbox_element()->copy_content_to_message());
+  return true;
+}
+
+/// This node was declared dead and its jobs adopted by the surviving holders: every job
+/// process it runs is killed now, and its unfinished jobs wait to hear from their holders
+/// (as after a restart) before anything of them runs again here.
+size_t fence_jobs(coordinator_actor* self) {
+  auto& st = self->state;
+  size_t killed = 0;
+  for (auto& [id, run] : st.running) {
+    auto& rec = st.jobs[id];
+    if (!rec.attempts.empty()) {
+      auto& at = rec.attempts.back();
+      killed += static_cast<size_t>(signal_job(at.cgroup, at.pgid, SIGKILL));
+      if (!at.cgroup.empty())
+        st.launch->retire_cgroup(at.cgroup);
+    }
+    for (int g : run.gpus)
+      st.free_gpus.insert(g);
+    if (run.worker) {
+      self->unlink_from(run.worker);
+      caf::anon_send_exit(run.worker, caf::exit_reason::user_shutdown);
+    }
+  }
+  st.running.clear();
+  st.on_hold.clear(); // outcomes of attempts that were adopted elsewhere: void
+  std::vector<job_id> own;
+  for (auto& [id, rec] : st.jobs)
+    if (!is_final(rec.state))
+      own.push_back(id);
+  for (auto& id : own) {
+    auto rec = std::move(st.jobs[id]);
+    st.jobs.erase(id);
+    st.queued.erase({rec.submit_seq, id});
+    st.unsynced[id] = std::move(rec);
+  }
+  st.synced = st.unsynced.empty();
+  st.log->warn("fenced: killed {} job processes; {} unfinished jobs wait to hear from their "
+               "holders",
+               killed, own.size());
+  self->delayed_send(self, std::chrono::seconds(5), atoms::sync::value);
+  return own.size();
+}
+
 void subscribe_members(coordinator_actor* self) {
   auto& st = self->state;
   auto m = caf::actor_cast<caf::actor>(
@@ -1870,6 +1935,7 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
   auto retention_tick = std::chrono::milliseconds(
     std::clamp<int64_t>(st.cfg.retention_ms / 10, 1000, 3600 * 1000));
   self->delayed_send(self, retention_tick, atoms::compact::value);
+  self->send(self, atoms::tick::value);
   return {
     [=](const envelope& env) { on_envelope(self, env); },
     [=](atoms::schedule) { schedule(self); },
@@ -1887,6 +1953,10 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
     [=](atoms::sync) {
       if (!self->state.synced)
         try_sync(self, true);
+    },
+    [=](atoms::fence) {
+      fence_jobs(self);
+      return true;
     },
     [=](atoms::address, const std::string& addr) { self->state.cfg.address = addr; },
     [=](atoms::tree) {
@@ -1922,7 +1992,23 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
       }
       return make_error(errc::not_found, "no worker '" + name + "'");
     },
+    [=](atoms::tick) {
+      auto& st = self->state;
+      auto now = now_ms();
+      if (st.last_tick_ms != 0 && now - st.last_tick_ms > 1200)
+        st.hold_until = now + hold_after_pause_ms;
+      st.last_tick_ms = now;
+      if (!st.on_hold.empty() && now >= st.hold_until) {
+        auto msgs = std::move(st.on_hold);
+        st.on_hold.clear();
+        for (auto& m : msgs)
+          self->send(self, m);
+      }
+      self->delayed_send(self, std::chrono::milliseconds(200), atoms::tick::value);
+    },
     [=](atoms::started, const job_id& id, int32_t number, const launch_result& res) {
+      if (hold(self))
+        return;
       auto& st = self->state;
       auto it = st.jobs.find(id);
       if (it == st.jobs.end() || it->second.attempts.empty()
@@ -1938,6 +2024,8 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
       persist(self, {it->second}, [] {});
     },
     [=](atoms::done, const job_id& id, int32_t number, const attempt_result& res) {
+      if (hold(self))
+        return;
       if (!finish_attempt(self, id, number, res))
         return;
       auto rec = self->state.jobs[id];

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <map>
 #include <random>
 #include <set>
@@ -48,6 +49,9 @@ struct membership_state {
   std::mt19937_64 rng{std::random_device{}()};
   std::vector<caf::actor> subscribers;
   uint64_t told = 0; ///< the table's change count last sent to subscribers
+  bool fencing = false;           ///< declared dead: the subscribers stop their jobs first
+  std::optional<member> rumour;   ///< the death news, refuted once fencing is done
+  uint64_t fenced_inc = 0;        ///< death news below this incarnation is refuted at once
   std::shared_ptr<spdlog::logger> log;
   static inline const char* name = "membership";
 };
@@ -107,10 +111,55 @@ void log_update(membership_actor* self, const member* before, const member& afte
                         after.reason.empty() ? "" : ": " + after.reason);
 }
 
+void apply_updates(membership_actor* self, const std::vector<member>& updates);
+
+/// This node was declared dead by the others: before it refutes (and so rejoins with a new
+/// incarnation), its subscribers (the coordinator) stop every job process it runs, since
+/// the surviving holders have adopted those jobs. Fencing: docs/cluster.md.
+void fence(membership_actor* self, const member& news) {
+  auto& st = self->state;
+  if (!st.rumour || st.rumour->incarnation < news.incarnation)
+    st.rumour = news;
+  if (st.fencing)
+    return;
+  st.fencing = true;
+  st.log->warn("this node was declared dead ({}): stopping its jobs before it rejoins",
+               news.reason);
+  auto pending = std::make_shared<size_t>(st.subscribers.size());
+  auto done = [=]() {
+    if (*pending > 0 && --*pending > 0)
+      return;
+    auto& st = self->state;
+    st.fencing = false;
+    auto rumour = *st.rumour;
+    st.rumour.reset();
+    st.fenced_inc = rumour.incarnation + 1;
+    st.table->apply(rumour, now_ms()); // the refutation: a new incarnation
+    st.log->warn("jobs stopped; rejoining as incarnation {}",
+                 incarnation_text(st.table->self().incarnation));
+    notify(self);
+  };
+  if (st.subscribers.empty())
+    return done();
+  for (auto& s : st.subscribers)
+    self->request(s, std::chrono::seconds(30), atoms::fence::value)
+      .then([=](bool) { done(); },
+            [=](const caf::error& err) {
+              self->state.log->error("fencing: {}", describe(err));
+              done();
+            });
+}
+
 void apply_updates(membership_actor* self, const std::vector<member>& updates) {
   auto& st = self->state;
   auto now = now_ms();
   for (auto& m : updates) {
+    if (m.node == st.table->self_id() && m.state == member_state::dead
+        && m.incarnation >= st.table->self().incarnation && m.incarnation >= st.fenced_inc
+        && st.table->self().state != member_state::left) {
+      fence(self, m);
+      continue;
+    }
     auto* before = st.table->find(m.node);
     auto old = before ? std::optional<member>(*before) : std::nullopt;
     if (st.table->apply(m, now)) {
@@ -366,6 +415,16 @@ void tick(membership_actor* self) {
                  now - st.last_tick_ms - st.cfg.probe_interval.count());
     st.unreliable_until = now + st.cfg.connect_timeout.count();
     st.table->restart_suspicions(now);
+    // Paused longer than a suspicion lasts: the others may have declared this node dead
+    // and adopted its jobs. Fence now rather than wait to hear it (a queued "suspect"
+    // rumour may be refuted first, and the verdict then never arrives).
+    auto pause = now - st.last_tick_ms;
+    if (pause > st.cfg.suspicion_timeout.count()) {
+      auto verdict = st.table->self();
+      verdict.state = member_state::dead;
+      verdict.reason = "this node was paused for " + std::to_string(pause) + " ms";
+      fence(self, verdict);
+    }
   }
   st.last_tick_ms = now;
   for (auto& node : st.table->expired_suspects(now - st.cfg.suspicion_timeout.count())) {
@@ -432,6 +491,8 @@ caf::result<std::string> on_envelope(membership_actor* self, const envelope& env
       if (req->to != st.table->self_id())
         return make_error(errc::not_found, "this is node " + st.table->self_id() + ", not "
                                              + req->to);
+      if (st.fencing)
+        return make_error(errc::busy, "this node is stopping its jobs before it rejoins");
       apply_updates(self, req->updates);
       return encode(peer_ack{st.table->self_id(), outgoing(*st.table)});
     }

@@ -41,5 +41,6 @@ using subscribe = caf::atom_constant<caf::atom("m_subscr")>;
 using members = caf::atom_constant<caf::atom("m_members")>;
 using forward = caf::atom_constant<caf::atom("m_forward")>;
 using sync = caf::atom_constant<caf::atom("m_sync")>;
+using fence = caf::atom_constant<caf::atom("m_fence")>;
 
 } // namespace monkey::atoms

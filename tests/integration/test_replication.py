@@ -50,6 +50,16 @@ def final_versions(c, data_dirs):
     return out
 
 
+def one_final_each(c, data_dirs, ids):
+    """Waits until every job's final transition is in a journal, then checks that each
+    has exactly one final state (one version) across all journals."""
+    finals = wait_until(lambda: (lambda f: f if all(f.get(j) for j in ids) else None)(
+        final_versions(c, data_dirs)), 30, "the final transitions in the journals")
+    for jid in ids:
+        versions = {v for v, _ in finals[jid]}
+        check(len(versions) == 1, f"job {jid}: exactly one final state: {finals[jid]}")
+
+
 def spread_and_list(c):
     nodes = up(c, 3)
     ids = []
@@ -97,10 +107,7 @@ def owner_kill9(c):
     check(sorted(j["id"] for j in js) == sorted(ids), "no accepted job lost")
     check(all(j["state"] == "succeeded" for j in js), f"all succeeded: {js}")
     check(not any(j["owner"] == victim_node for j in js), f"the dead node owns nothing: {js}")
-    finals = final_versions(c, [n["data_dir"] for n in nodes if n is not victim])
-    for jid in ids:
-        check(len({v for v, _ in finals.get(jid, set())}) == 1,
-              f"job {jid} has exactly one final state: {finals.get(jid)}")
+    one_final_each(c, [n["data_dir"] for n in nodes if n is not victim], ids)
     # The old owner comes back on its data directory: it learns its jobs were adopted and
     # runs none of them again.
     log = open(os.path.join(victim["data_dir"], "restart.log"), "ab")
@@ -116,16 +123,63 @@ def owner_kill9(c):
                    30, "the restarted node to sync")
         js = wait_until(lambda: all_final(c, entry["address"], 8), 30, "the list after the return")
         check(all(j["state"] == "succeeded" for j in js), f"still all succeeded once: {js}")
-        finals = final_versions(c, [n["data_dir"] for n in nodes])
-        for jid in ids:
-            versions = {v for v, _ in finals.get(jid, set())}
-            check(len(versions) == 1, f"job {jid}: one final state after the return: {finals.get(jid)}")
+        one_final_each(c, [n["data_dir"] for n in nodes], ids)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
     c.monkey("down", timeout=120)
 
 
+def owner_sigstop_fenced(c):
+    """SIGSTOP of an owner of running jobs: alive -> suspect -> dead; the holders adopt
+    and re-run its jobs; after SIGCONT it kills its stale job processes before it rejoins
+    with a new incarnation, and no job gets a second final state."""
+    nodes = up(c, 3)
+    entry = nodes[0]
+    ids = [c.monkey("submit", "--address", entry["address"], "--name", f"f{i}", "--",
+                    "sleep", "10").stdout.strip().splitlines()[-1] for i in range(6)]
+    members = json.loads(c.monkey("nodes", "--json", "--address", entry["address"]).stdout)
+    node_of = {m["node"]: m["pid"] for m in members}
+    entry_node = [m["node"] for m in members if m["pid"] == entry["pid"]][0]
+
+    def running_elsewhere():
+        js = jobs_at(c, entry["address"]) or []
+        owners = [j["owner"] for j in js if j["state"] == "running" and j["owner"] != entry_node]
+        return owners[0] if owners else None
+
+    victim_node = wait_until(running_elsewhere, 30, "a job running on another node")
+    victim = [n for n in nodes if n["pid"] == node_of[victim_node]][0]
+    owned = [j["id"] for j in jobs_at(c, entry["address"]) if j["owner"] == victim_node]
+    os.kill(victim["pid"], signal.SIGSTOP)
+    try:
+        wait_until(lambda: (lambda ms: ms and ms[victim["pid"]]["state"] == "dead")(
+            {m["pid"]: m for m in json.loads(c.monkey("nodes", "--json", "--address",
+                                                       entry["address"]).stdout)}),
+            30, "the stopped owner to be declared dead")
+        wait_until(lambda: all(j["owner"] != victim_node
+                               for j in jobs_at(c, entry["address"]) or [{"owner": victim_node}]
+                               if j["id"] in owned),
+                   30, "its jobs to be adopted")
+    finally:
+        os.kill(victim["pid"], signal.SIGCONT)
+    runtime_log = os.path.join(victim["data_dir"], "runtime.log")
+    wait_until(lambda: "fenced: killed" in open(runtime_log).read(), 30,
+               "the resumed node to fence its jobs")
+    text = open(runtime_log).read()
+    killed = int(text.split("fenced: killed ", 1)[1].split()[0])
+    check(killed >= 1, f"it killed its stale job processes: {killed}")
+    m = wait_until(lambda: (lambda ms: ms.get(victim["pid"]) if ms and ms.get(victim["pid"], {}).get("state") == "alive" else None)(
+        {m["pid"]: m for m in json.loads(c.monkey("nodes", "--json", "--address",
+                                                   entry["address"]).stdout)}),
+        30, "the fenced node to rejoin")
+    check(m["incarnation"] != "1.0", f"it rejoined with a new incarnation: {m}")
+    js = wait_until(lambda: all_final(c, entry["address"], 6), 120, "every job to finish")
+    check(all(j["state"] == "succeeded" for j in js), f"all succeeded: {js}")
+    one_final_each(c, [n["data_dir"] for n in nodes], ids)
+    c.monkey("down", timeout=120)
+
+
 if __name__ == "__main__":
     run(spread_and_list)
     run(owner_kill9)
+    run(owner_sigstop_fenced)

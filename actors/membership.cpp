@@ -418,8 +418,12 @@ void tick(membership_actor* self) {
     // Paused longer than a suspicion lasts: the others may have declared this node dead
     // and adopted its jobs. Fence now rather than wait to hear it (a queued "suspect"
     // rumour may be refuted first, and the verdict then never arrives).
+    // (The others need a ping timeout, an indirect probe and a whole suspicion to declare
+    // a silent node dead; a shorter pause, e.g. a loaded machine, fences nothing. A node
+    // alone has nobody to adopt its jobs.)
     auto pause = now - st.last_tick_ms;
-    if (pause > st.cfg.suspicion_timeout.count()) {
+    auto verdict_after = 3 * st.cfg.ping_timeout.count() + st.cfg.suspicion_timeout.count() - 300;
+    if (pause > verdict_after && !st.table->probe_targets().empty()) {
       auto verdict = st.table->self();
       verdict.state = member_state::dead;
       verdict.reason = "this node was paused for " + std::to_string(pause) + " ms";

@@ -1221,6 +1221,9 @@ void route_to_owner(coordinator_actor* self, caf::response_promise rp, const env
       return;
     if (*best)
       return rp.deliver(**best);
+    if (v == verb::show) // no owner answered: this node's replica is the best there is
+      if (auto held = resolve_held(self->state, text))
+        return show_held(self, rp, *held);
     auto where = *unreachable > 0 ? " (" + std::to_string(*unreachable)
                                       + " members did not answer: it may be on one of them)"
                                   : std::string{};

@@ -70,6 +70,7 @@ struct coordinator_state {
   caf::actor membership;
   std::vector<member> members;          ///< the membership's table, as last told
   bool have_members = false;
+  bool majority = true; ///< this node sees a majority of the agreed member list
   std::unordered_map<job_id, job_record> held; ///< records held as a replica (owner elsewhere)
   std::unordered_map<job_id, job_record> unsynced; ///< own records waiting for the holders' word
   bool synced = false;
@@ -132,6 +133,15 @@ std::vector<std::string> alive_nodes(const coordinator_state& st) {
     if (m.node != self_node(st) && m.state == member_state::alive)
       out.push_back(m.node);
   return out;
+}
+
+std::string minority_text(const coordinator_state& st) {
+  size_t alive = 0;
+  for (auto& m : st.members)
+    alive += m.state == member_state::alive ? 1 : 0;
+  return "this node cannot see a majority of the cluster (" + std::to_string(alive) + " of "
+         + std::to_string(st.members.size())
+         + " members alive in its view): a partition or many failures";
 }
 
 /// A request to another node's gateway, through the membership's authenticated link.
@@ -483,6 +493,8 @@ void schedule(coordinator_actor* self) {
   st.schedule_queued = false;
   if (!st.accepting && !st.draining)
     return;
+  if (!st.majority)
+    return; // a minority starts no new attempts; running ones go on
   std::vector<job_id> doomed;
   auto queue = placement_queue(st, &doomed);
   record_list cancelled;
@@ -791,6 +803,8 @@ std::string why_text(coordinator_state& st, const job_record& rec) {
     case job_state::queued:
       if (!st.accepting && !st.draining)
         return "the node is shutting down";
+      if (!st.majority)
+        return minority_text(st) + ": it starts no new attempts until it heals";
       return explain_wait(st, rec.id);
     case job_state::running:
       return "running attempt " + std::to_string(rec.attempts.back().number) + " (pid "
@@ -805,6 +819,9 @@ void accept_submit(coordinator_actor* self, caf::response_promise rp, submit_req
   auto& st = self->state;
   if (!st.accepting)
     return rp.deliver(make_error(errc::refused, "the node is shutting down and accepts no jobs"));
+  if (!st.majority)
+    return rp.deliver(make_error(errc::refused, minority_text(st)
+                                                  + "; submissions are refused until it heals"));
   if (auto problem = validate(req.spec); !problem.empty())
     return rp.deliver(make_error(errc::bad_request, "invalid job spec: " + problem));
   if (req.spec.array_index >= 0)
@@ -916,10 +933,14 @@ void forward_submit(coordinator_actor* self, caf::response_promise rp, submit_re
 
 /// A submission from a client: the owner is chosen by rendezvous hashing of its key over
 /// the alive members able to run it; this node forwards it there (once), or accepts it.
+
 void on_submit(coordinator_actor* self, caf::response_promise rp, submit_request req) {
   auto& st = self->state;
   if (!st.accepting)
     return rp.deliver(make_error(errc::refused, "the node is shutting down and accepts no jobs"));
+  if (!st.majority)
+    return rp.deliver(make_error(errc::refused, minority_text(st)
+                                                  + "; submissions are refused until it heals"));
   auto alive = alive_nodes(st);
   if (req.hops > 0 || alive.size() <= 1 || !st.membership)
     return accept_submit(self, rp, std::move(req));
@@ -1413,9 +1434,11 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
         text = req->id, local = req->local;
       }
       bool here = static_cast<bool>(resolve(st, text));
-      if (!here && static_cast<verb>(env.verb) == verb::show && local && resolve_held(st, text))
+      bool alone = alive_nodes(st).size() <= 1 || !st.membership;
+      if (!here && static_cast<verb>(env.verb) == verb::show && (local || alone)
+          && resolve_held(st, text))
         return show_held(self, rp, *resolve_held(st, text));
-      if (here || local || alive_nodes(st).size() <= 1 || !st.membership)
+      if (here || local || alone)
         return on_job_verb(self, rp, env);
       return route_to_owner(self, rp, env, text);
     }
@@ -1737,6 +1760,8 @@ void on_members(coordinator_actor* self) {
   auto& st = self->state;
   if (!st.synced)
     try_sync(self, false);
+  if (!st.majority)
+    return; // a minority neither adopts nor moves records: the majority side does
   // Adoption.
   std::vector<job_record> adopt_now;
   for (auto& [id, rec] : st.held) {
@@ -1947,10 +1972,18 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
     [=](atoms::task_wait, const job_id& id, uint64_t seq) { on_task_wait_timeout(self, id, seq); },
     [=](atoms::discover, const std::string& name) { discover_proxy(self, name); },
     [=](atoms::subscribe) { subscribe_members(self); },
-    [=](atoms::members, member_list& ms) {
+    [=](atoms::members, member_list& ms, bool majority) {
       auto& st = self->state;
       st.members = std::move(ms);
       st.have_members = true;
+      if (majority != st.majority)
+        st.log->warn(majority ? "this node sees a majority of the cluster again: it starts "
+                                "attempts and accepts submissions"
+                              : "this node cannot see a majority of the cluster: it starts no "
+                                "new attempts and refuses submissions (running ones go on)");
+      st.majority = majority;
+      if (majority)
+        request_schedule(self);
       on_members(self);
     },
     [=](atoms::sync) {

@@ -96,8 +96,9 @@ void notify(membership_actor* self) {
     return;
   st.told = st.table->changes();
   auto all = st.table->all();
+  bool majority = st.table->has_majority();
   for (auto& s : st.subscribers)
-    self->send(s, atoms::members::value, all);
+    self->send(s, atoms::members::value, all, majority);
 }
 
 /// Logs state changes of other members once, as this node learns them.
@@ -407,6 +408,10 @@ void tick(membership_actor* self) {
   auto& st = self->state;
   auto now = now_ms();
   ++st.ticks;
+  auto majority_before = st.table->has_majority();
+  st.table->refresh_agreed(now);
+  if (st.table->has_majority() != majority_before)
+    st.told = 0; // subscribers hear the news with the next notify
   // Local health: a tick far behind its time means this node was paused (SIGSTOP, swap,
   // overload). The failures of what it asked before are its own fault, not the others'.
   if (st.last_tick_ms != 0 && now - st.last_tick_ms > st.cfg.probe_interval.count() + 1000) {
@@ -474,6 +479,8 @@ caf::result<std::string> on_envelope(membership_actor* self, const envelope& env
       nodes_reply r;
       r.self = st.table->self_id();
       r.members = st.table->all();
+      r.agreed = static_cast<uint32_t>(st.table->agreed().size());
+      r.agreed_alive = static_cast<uint32_t>(st.table->agreed_alive());
       return encode(r);
     }
     case verb::peer_join: {
@@ -575,7 +582,7 @@ caf::behavior membership_impl(membership_actor* self, membership_config cfg) {
                            st.subscribers.end());
       st.subscribers.push_back(who);
       self->monitor(who);
-      self->send(who, atoms::members::value, st.table->all());
+      self->send(who, atoms::members::value, st.table->all(), st.table->has_majority());
     },
     [=](atoms::forward, const std::string& node, const envelope& env,
         uint32_t timeout_ms) -> caf::result<std::string> {

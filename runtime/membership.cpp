@@ -48,9 +48,40 @@ member_table::member_table(member self) : self_(self.node) {
 void member_table::enqueue(const std::string& node) {
   gossip_[node] = 0;
   ++changes_;
+  refresh_agreed(last_now_);
+}
+
+size_t member_table::agreed_alive() const {
+  size_t n = 0;
+  for (auto& id : agreed_) {
+    auto it = members_.find(id);
+    n += it != members_.end() && it->second.state == member_state::alive ? 1 : 0;
+  }
+  return n;
+}
+
+void member_table::refresh_agreed(int64_t now) {
+  last_now_ = std::max(last_now_, now);
+  for (auto& [id, m] : members_)
+    if (m.state == member_state::alive
+        && std::find(agreed_.begin(), agreed_.end(), id) == agreed_.end())
+      agreed_.push_back(id);
+  if (!has_majority())
+    return;
+  agreed_.erase(std::remove_if(agreed_.begin(), agreed_.end(),
+                               [&](const std::string& id) {
+                                 auto it = members_.find(id);
+                                 if (it == members_.end())
+                                   return true;
+                                 auto gone = it->second.state == member_state::dead
+                                             || it->second.state == member_state::left;
+                                 return gone && last_now_ - it->second.since_ms >= settle_ms_;
+                               }),
+                agreed_.end());
 }
 
 bool member_table::apply(const member& m, int64_t now) {
+  last_now_ = std::max(last_now_, now);
   if (m.node.empty())
     return false;
   if (m.node == self_) {
@@ -80,6 +111,7 @@ bool member_table::apply(const member& m, int64_t now) {
 }
 
 bool member_table::suspect(const std::string& node, const std::string& reason, int64_t now) {
+  last_now_ = std::max(last_now_, now);
   auto it = members_.find(node);
   if (it == members_.end() || node == self_ || it->second.state != member_state::alive)
     return false;
@@ -91,6 +123,7 @@ bool member_table::suspect(const std::string& node, const std::string& reason, i
 }
 
 bool member_table::declare_dead(const std::string& node, const std::string& reason, int64_t now) {
+  last_now_ = std::max(last_now_, now);
   auto it = members_.find(node);
   if (it == members_.end() || node == self_ || rank(it->second.state) >= 2)
     return false;

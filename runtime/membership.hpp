@@ -86,12 +86,27 @@ public:
   /// Counts every change of the table (to tell subscribers only when there is news).
   uint64_t changes() const { return changes_; }
 
+  /// The last agreed member list: it grows with every member seen alive and shrinks (drops
+  /// members dead or left for at least `settle_ms`) only while this node sees a majority of
+  /// it alive. The wait keeps a partition, which takes several members away at about the
+  /// same time, from being forgotten one by one by the minority side.
+  const std::vector<std::string>& agreed() const { return agreed_; }
+  /// Re-evaluates the agreed list at `now` (call it periodically).
+  void refresh_agreed(int64_t now);
+  void set_settle_ms(int64_t ms) { settle_ms_ = ms; }
+  size_t agreed_alive() const;
+  /// True while more than half of the agreed list is alive in this node's view.
+  bool has_majority() const { return agreed_alive() * 2 > agreed_.size(); }
+
 private:
   void enqueue(const std::string& node);
   std::string self_;
   std::map<std::string, member> members_;
   std::map<std::string, uint32_t> gossip_; ///< node → times its latest update was sent
   uint64_t changes_ = 0;
+  std::vector<std::string> agreed_;
+  int64_t settle_ms_ = 5000;
+  int64_t last_now_ = 0;
 };
 
 } // namespace monkey

@@ -107,3 +107,43 @@ TEST_CASE("a planned leave is spread and is not a failure", "[membership]") {
   CHECK(other.find("self")->state == member_state::left);
   CHECK(other.probe_targets().empty());
 }
+
+TEST_CASE("the agreed member list shrinks only while a majority of it is alive",
+          "[membership]") {
+  member_table t(make("a", 1));
+  t.apply(make("b", 1), 0);
+  t.apply(make("c", 1), 0);
+  CHECK(t.agreed().size() == 3);
+  CHECK(t.has_majority());
+  // One dies: 2 of 3 alive is a majority; once the death has settled it is dropped.
+  t.declare_dead("c", "refused", 1000);
+  t.refresh_agreed(1000);
+  CHECK(t.agreed().size() == 3);
+  t.refresh_agreed(6000);
+  CHECK(t.agreed().size() == 2);
+  CHECK(t.has_majority());
+  // Then another: 1 of 2 is no majority, and the list keeps it however long it waits.
+  t.declare_dead("b", "refused", 7000);
+  t.refresh_agreed(60000);
+  CHECK(t.agreed().size() == 2);
+  CHECK_FALSE(t.has_majority());
+  // It comes back: a majority again.
+  t.apply(make("b", 2), 61000);
+  CHECK(t.has_majority());
+}
+
+TEST_CASE("a minority side never agrees to forget the majority", "[membership]") {
+  member_table t(make("a", 1));
+  for (auto n : {"b", "c", "d", "e"})
+    t.apply(make(n, 1), 0);
+  CHECK(t.agreed().size() == 5);
+  // Cut off with one other node: 2 of 5, the three declared dead one after the other.
+  int64_t now = 1000;
+  for (auto n : {"c", "d", "e"}) {
+    t.declare_dead(n, "partition", now);
+    t.refresh_agreed(now += 300);
+  }
+  t.refresh_agreed(now + 60000);
+  CHECK_FALSE(t.has_majority());
+  CHECK(t.agreed().size() == 5);
+}

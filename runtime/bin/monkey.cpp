@@ -617,6 +617,10 @@ int run_cli(int argc, char** argv, client* shared) {
                   (m.node + (m.node == r->self ? "*" : "")).c_str(), m.address.c_str(), m.pid,
                   incarnation_text(m.incarnation).c_str(), to_string(m.state),
                   clock_time(m.since_ms).c_str(), m.devices.c_str(), m.reason.c_str());
+    std::printf("agreed member list: %u, of which alive: %u (%s)\n", r->agreed, r->agreed_alive,
+                r->agreed_alive * 2 > r->agreed ? "a majority: this node starts attempts"
+                                                : "no majority: this node starts no attempts and "
+                                                  "refuses submissions");
     return 0;
   }
   if (status->parsed() || devices->parsed()) {

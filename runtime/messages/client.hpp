@@ -125,7 +125,9 @@ struct task_list_reply {
 struct nodes_reply {
   std::string self; ///< the answering node's id
   std::vector<member> members;
-  MSGPACK_DEFINE_MAP(self, members);
+  uint32_t agreed = 0;       ///< size of the last agreed member list
+  uint32_t agreed_alive = 0; ///< of which alive in the answering node's view
+  MSGPACK_DEFINE_MAP(self, members, agreed, agreed_alive);
 };
 
 /// peer_join: a node introduces itself to any live member and gets the member list back.

@@ -134,8 +134,56 @@ def wrong_secret_join(c):
     down(c, [n["pid"] for n in nodes])
 
 
+def minority_stops(c):
+    """A node that cannot see a majority of the cluster refuses submissions and starts no
+    new attempts, but keeps running what it runs; with the majority back it goes on."""
+    nodes = up(c, 3)
+    alone = nodes[0]
+    env = dict(c.env)
+    env["MONKEY_ADDRESS"] = alone["address"]
+    me = [m["node"] for m in json.loads(c.monkey("nodes", "--json", "--address",
+                                                 alone["address"]).stdout) if m["self"]][0]
+    running = None
+    for _ in range(30):  # a job that this node owns (and so runs)
+        jid = c.monkey("submit", "--address", alone["address"], "--", "sleep", "8"
+                       ).stdout.strip().splitlines()[-1]
+        if json.loads(c.monkey("show", jid, "--json", "--address", alone["address"]
+                               ).stdout)["owner"] == me:
+            running = jid
+            break
+    check(running is not None, "a job owned by the lone node")
+    wait_until(lambda: json.loads(c.monkey("show", running, "--json", "--address",
+                                           alone["address"]).stdout)["state"] == "running",
+               30, "a job running before the cut")
+    others = nodes[1:]
+    for n in others:
+        os.kill(n["pid"], signal.SIGSTOP)
+    try:
+        wait_until(lambda: "no majority" in c.monkey("nodes", "--address",
+                                                     alone["address"]).stdout,
+                   30, "the lone node to see no majority")
+        r = c.monkey("submit", "--address", alone["address"], "--", "true", check_rc=False)
+        check(r.returncode != 0 and "cannot see a majority" in r.stderr,
+              f"a submission is refused with the reason: {r.returncode} {r.stderr}")
+        s = json.loads(c.monkey("show", running, "--json", "--address", alone["address"]).stdout)
+        check(s["state"] in ("running", "succeeded"), f"what runs goes on: {s['state']}")
+    finally:
+        for n in others:
+            os.kill(n["pid"], signal.SIGCONT)
+    wait_until(lambda: "a majority" in c.monkey("nodes", "--address", alone["address"]).stdout
+               and "no majority" not in c.monkey("nodes", "--address", alone["address"]).stdout,
+               60, "the majority to come back")
+    r = wait_until(lambda: (lambda r: r if r.returncode == 0 else None)(
+        c.monkey("submit", "--address", alone["address"], "--wait", "--", "true",
+                 check_rc=False)), 60, "submissions to be accepted again")
+    s = json.loads(c.monkey("show", running, "--json", "--address", alone["address"]).stdout)
+    check(s["state"] in ("running", "succeeded"), f"the job that ran went on: {s}")
+    down(c, [n["pid"] for n in nodes])
+
+
 if __name__ == "__main__":
     run(up_kill9_rejoin)
     run(sigstop_suspect_dead_refute)
     run(planned_leave)
     run(wrong_secret_join)
+    run(minority_stops)

@@ -71,6 +71,7 @@ struct coordinator_state {
   std::vector<member> members;          ///< the membership's table, as last told
   bool have_members = false;
   bool majority = true; ///< this node sees a majority of the agreed member list
+  std::set<job_id> adopting; ///< adoptions waiting for the other members' copies
   std::unordered_map<job_id, job_record> held; ///< records held as a replica (owner elsewhere)
   std::unordered_map<job_id, job_record> unsynced; ///< own records waiting for the holders' word
   bool synced = false;
@@ -199,6 +200,22 @@ void replicate(coordinator_actor* self, const record_list& recs,
           finish();
         });
   }
+}
+
+/// A final state goes to the other holders first and into this node's journal after: if
+/// this node freezes in between, the holders already know the job ended and adopt nothing;
+/// if it freezes before, no journal holds that outcome and the adopter's is the only one.
+template <class Then>
+void persist_final(coordinator_actor* self, job_record rec, Then then) {
+  replicate(self, {rec}, [=](size_t) mutable {
+    write_batch batch;
+    batch.records.push_back(rec);
+    self->request(self->state.journal, caf::infinite, atoms::write::value, std::move(batch))
+      .then([=](bool) mutable { then(); },
+            [=](const caf::error& err) {
+              self->state.log->error("journal write failed: {}", describe(err));
+            });
+  });
 }
 
 /// Makes `recs` durable here and on their other alive holders, then runs `then` (or
@@ -1673,6 +1690,67 @@ void adopt(coordinator_actor* self, job_record rec, const std::string& why) {
   persist(self, {rec}, [=] { request_schedule(self); });
 }
 
+/// Before adopting, the copies of every other alive member are read: this node's copy may
+/// be stale (a holder dropped by re-replication while it was down keeps an old copy). The
+/// newest copy decides: final, or owned by someone alive, means nothing to adopt; else
+/// the successor by that copy's holders adopts it.
+void adopt_checked(coordinator_actor* self, const job_id& id, const std::string& why) {
+  auto& st = self->state;
+  if (st.adopting.count(id))
+    return;
+  st.adopting.insert(id);
+  std::vector<std::string> others;
+  for (auto& n : alive_nodes(st))
+    if (n != self_node(st))
+      others.push_back(n);
+  auto newest = std::make_shared<job_record>(st.held[id]);
+  auto pending = std::make_shared<size_t>(others.size());
+  auto decide = [=]() {
+    auto& st = self->state;
+    st.adopting.erase(id);
+    auto h = st.held.find(id);
+    if (h == st.held.end())
+      return; // settled meanwhile (e.g. the new owner replicated it here)
+    if (newest->version > h->second.version) {
+      h->second = *newest;
+      write_batch batch;
+      batch.records.push_back(*newest);
+      self->request(st.journal, caf::infinite, atoms::write::value, std::move(batch))
+        .then([](bool) {}, [](const caf::error&) {});
+    }
+    auto& rec = h->second;
+    if (is_final(rec.state))
+      return;
+    auto owner = rec.owner.str();
+    auto* m = find_member(st, owner);
+    if (owner == self_node(st) || (m && m->state != member_state::dead
+                                   && m->state != member_state::left))
+      return; // someone alive owns it
+    std::vector<std::string> surviving;
+    for (auto& n : rec.replicas)
+      if (is_alive(st, n))
+        surviving.push_back(n);
+    if (successor(rec.id.str(), surviving) == self_node(st))
+      adopt(self, rec, why);
+  };
+  if (others.empty())
+    return decide();
+  for (auto& n : others)
+    ask_node(self, n, verb::show, encode(id_request{id.str(), true}), std::chrono::seconds(5))
+      .then(
+        [=](const std::string& body) {
+          if (auto r = decode<show_reply>(body, "show"))
+            if (r->record.version > newest->version)
+              *newest = r->record;
+          if (--*pending == 0)
+            decide();
+        },
+        [=](const caf::error&) {
+          if (--*pending == 0)
+            decide();
+        });
+}
+
 /// An own record whose holders were asked: kept (and now recovered) or given up.
 void finish_sync(coordinator_actor* self, const job_id& id,
                  const std::optional<job_record>& newer) {
@@ -1682,7 +1760,16 @@ void finish_sync(coordinator_actor* self, const job_id& id,
     return;
   auto rec = std::move(it->second);
   st.unsynced.erase(it);
-  if (newer && newer->owner != st.cfg.node && newer->version >= rec.version) {
+  if (newer && newer->owner == st.cfg.node && newer->version > rec.version) {
+    // A holder has this node's own later transitions (a final state goes to the holders
+    // before the local journal): take them.
+    rec = *newer;
+    write_batch batch;
+    batch.records.push_back(rec);
+    self->request(st.journal, caf::infinite, atoms::write::value, std::move(batch))
+      .then([](bool) {}, [](const caf::error&) {});
+  }
+  if (newer && newer->owner != st.cfg.node) { // adopted: the adopter is the owner now
     st.log->warn("job {} was adopted by {} while this node was away: holding it as a replica",
                  id.short_str(), newer->owner.str());
     st.held[id] = *newer;
@@ -1690,6 +1777,9 @@ void finish_sync(coordinator_actor* self, const job_id& id,
     batch.records.push_back(*newer);
     self->request(st.journal, caf::infinite, atoms::write::value, std::move(batch))
       .then([](bool) {}, [](const caf::error&) {});
+  } else if (is_final(rec.state)) {
+    st.jobs[id] = rec;
+    persist(self, {rec}, [] {}); // makes sure every holder has the final record
   } else {
     if (rec.state == job_state::running && !rec.attempts.empty())
       mark_lost(rec, "runtime crash: incarnation "
@@ -1779,7 +1869,7 @@ void on_members(coordinator_actor* self) {
   }
   for (auto& rec : adopt_now) {
     auto* owner = find_member(st, rec.owner.str());
-    adopt(self, rec, owner && owner->state == member_state::left ? "left" : "died");
+    adopt_checked(self, rec.id, owner && owner->state == member_state::left ? "left" : "died");
   }
   // Re-replication of own unfinished jobs whose holders are not all alive.
   record_list refresh;
@@ -1843,9 +1933,12 @@ size_t fence_jobs(coordinator_actor* self) {
   }
   st.running.clear();
   st.on_hold.clear(); // outcomes of attempts that were adopted elsewhere: void
+  // Unfinished jobs, and jobs that finished in the last minute: their final record may not
+  // have reached the holders before the pause, and a holder may have adopted them since.
   std::vector<job_id> own;
+  auto recent = now_ms() - 60'000;
   for (auto& [id, rec] : st.jobs)
-    if (!is_final(rec.state))
+    if (!is_final(rec.state) || (rec.updated_ms > recent && rec.replicas.size() > 1))
       own.push_back(id);
   for (auto& id : own) {
     auto rec = std::move(st.jobs[id]);
@@ -2068,7 +2161,10 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
       // Its slots are free now: place the next job without waiting for the commit. A
       // shutdown waits for it, so that no final state is lost at a clean stop.
       request_schedule(self);
-      persist(self, {rec}, [=] { maybe_finish_shutdown(self); });
+      if (is_final(rec.state))
+        persist_final(self, rec, [=] { maybe_finish_shutdown(self); });
+      else
+        persist(self, {rec}, [=] { maybe_finish_shutdown(self); });
     },
     [=](atoms::shutdown, bool drain) {
       auto& st = self->state;

@@ -87,6 +87,7 @@ json to_json(const show_reply& r) {
           {"reason", rec.reason},
           {"version", rec.version},
           {"owner", rec.owner.str()},
+          {"replicas", rec.replicas},
           {"user", rec.spec.user},
           {"host", rec.spec.host},
           {"command", rec.spec.command},

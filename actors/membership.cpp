@@ -113,6 +113,7 @@ void log_update(membership_actor* self, const member* before, const member& afte
 }
 
 void apply_updates(membership_actor* self, const std::vector<member>& updates);
+void tell_verdict(membership_actor* self, const member& target, const member& verdict);
 
 /// This node was declared dead by the others: before it refutes (and so rejoins with a new
 /// incarnation), its subscribers (the coordinator) stop every job process it runs, since
@@ -155,9 +156,11 @@ void apply_updates(membership_actor* self, const std::vector<member>& updates) {
   auto& st = self->state;
   auto now = now_ms();
   for (auto& m : updates) {
+    // A death verdict about this very runtime (same start), not yet fenced for: even if
+    // this node has refuted a suspicion since, the others adopted its jobs.
     if (m.node == st.table->self_id() && m.state == member_state::dead
-        && m.incarnation >= st.table->self().incarnation && m.incarnation >= st.fenced_inc
-        && st.table->self().state != member_state::left) {
+        && (m.incarnation >> 32) == (st.table->self().incarnation >> 32)
+        && m.incarnation >= st.fenced_inc && st.table->self().state != member_state::left) {
       fence(self, m);
       continue;
     }
@@ -169,6 +172,11 @@ void apply_updates(membership_actor* self, const std::vector<member>& updates) {
                      to_string(m.state), incarnation_text(st.table->self().incarnation));
       else
         log_update(self, old ? &*old : nullptr, *st.table->find(m.node));
+      // Back from the dead by a refutation (same runtime start): it may not know it was
+      // declared dead and its jobs adopted. Tell it, so it fences.
+      if (m.node != st.table->self_id() && old && old->state == member_state::dead
+          && m.state == member_state::alive && (old->incarnation >> 32) == (m.incarnation >> 32))
+        tell_verdict(self, m, *old);
     }
   }
   notify(self);
@@ -247,6 +255,19 @@ void with_link(membership_actor* self, const std::string& address,
         finish(nullptr, refused(err) ? std::string("connection refused")
                                      : "cannot connect: " + describe(err));
       });
+}
+
+void tell_verdict(membership_actor* self, const member& target, const member& verdict) {
+  with_link(self, target.address, [=](const caf::actor& gw, const std::string&) {
+    if (!gw)
+      return;
+    peer_ping_request req;
+    req.from = self->state.table->self_id();
+    req.to = target.node;
+    req.updates = {verdict};
+    self->request(gw, self->state.cfg.ping_timeout * 5, wrap(verb::peer_ping, encode(req)))
+      .then([](const std::string&) {}, [](const caf::error&) {});
+  });
 }
 
 /// A probe that failed to connect: refused confirms the death, anything else suspects.

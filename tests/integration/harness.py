@@ -114,6 +114,18 @@ class Cluster:
                           interval=0.3)
 
     def close(self):
+        # Nodes started by `monkey up` (not in self.nodes): never leave them running.
+        up_file = os.path.join(self.home, "up.json")
+        if os.path.exists(up_file):
+            try:
+                for n in json.load(open(up_file)).get("nodes", []):
+                    try:
+                        os.kill(n["pid"], signal.SIGCONT)
+                        os.kill(n["pid"], signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            except ValueError:
+                pass
         for name, node in self.nodes.items():
             proc = node["proc"]
             if proc.poll() is None:

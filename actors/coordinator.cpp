@@ -102,6 +102,19 @@ std::string reply(const T& value) {
   return encode(value);
 }
 
+/// Answers the submits that waited for the first one with the same client key.
+template <class Answer>
+void settle_key(std::unordered_map<std::string, std::vector<caf::response_promise>>& waiting,
+                const std::string& key, const Answer& answer) {
+  if (key.empty())
+    return;
+  if (auto it = waiting.find(key); it != waiting.end()) {
+    for (auto& w : it->second)
+      w.deliver(answer);
+    waiting.erase(it);
+  }
+}
+
 void request_schedule(coordinator_actor* self) {
   if (!self->state.schedule_queued) {
     self->state.schedule_queued = true;
@@ -743,22 +756,14 @@ void on_submit_tasks(coordinator_actor* self, caf::response_promise rp,
         auto& st = self->state;
         st.tasks.add(b, {});
         auto body = reply(submit_tasks_reply{b.id, false});
-        if (!key.empty()) {
-          for (auto& w : st.task_key_in_flight[key])
-            w.deliver(body);
-          st.task_key_in_flight.erase(key);
-        }
+        settle_key(st.task_key_in_flight, key, body);
         rp.deliver(body);
         pump_tasks(self);
       },
       [=](const caf::error& err) mutable {
         auto e = make_error(errc::journal_failure,
                             "the task batch could not be made durable: " + describe(err));
-        if (!key.empty()) {
-          for (auto& w : self->state.task_key_in_flight[key])
-            w.deliver(e);
-          self->state.task_key_in_flight.erase(key);
-        }
+        settle_key(self->state.task_key_in_flight, key, e);
         rp.deliver(e);
       });
 }
@@ -884,11 +889,8 @@ void accept_submit(coordinator_actor* self, caf::response_promise rp, submit_req
         replicas.push_back(n);
   }
   if (replicas.size() < st.cfg.min_replicas) {
-    if (!req.client_key.empty()) {
-      for (auto& w : st.key_in_flight[req.client_key])
-        w.deliver(make_error(errc::refused, "too few members alive"));
-      st.key_in_flight.erase(req.client_key);
-    }
+    settle_key(st.key_in_flight, req.client_key,
+               make_error(errc::refused, "too few members alive"));
     return rp.deliver(make_error(
       errc::refused, "only " + std::to_string(replicas.size())
                        + " members are alive to hold the job, fewer than --min-replicas "
@@ -924,23 +926,16 @@ void accept_submit(coordinator_actor* self, caf::response_promise rp, submit_req
         st.jobs[rec.id] = std::move(rec);
       }
       auto body = reply(r);
-      if (!key.empty()) {
+      if (!key.empty())
         st.by_key[key] = r.ids;
-        for (auto& w : st.key_in_flight[key])
-          w.deliver(body);
-        st.key_in_flight.erase(key);
-      }
+      settle_key(st.key_in_flight, key, body);
       rp.deliver(body);
       request_schedule(self);
     },
     [=](const caf::error& err) mutable {
       auto e = make_error(errc::journal_failure,
                           "the job could not be made durable: " + describe(err));
-      if (!key.empty()) {
-        for (auto& w : self->state.key_in_flight[key])
-          w.deliver(e);
-        self->state.key_in_flight.erase(key);
-      }
+      settle_key(self->state.key_in_flight, key, e);
       rp.deliver(e);
     });
 }
@@ -961,12 +956,8 @@ void on_submit(coordinator_actor* self, caf::response_promise rp, submit_request
   auto alive = alive_nodes(st);
   if (req.hops > 0 || alive.size() <= 1 || !st.membership)
     return accept_submit(self, rp, std::move(req));
-  if (req.client_key.empty()) { // a key makes forwarding safe to retry
-    std::string key(16, '\0');
-    random_bytes(key.data(), key.size());
-    for (unsigned char c : key)
-      req.client_key += "0123456789abcdef"[c >> 4], req.client_key += "0123456789abcdef"[c & 15];
-  }
+  if (req.client_key.empty()) // a key makes forwarding safe to retry
+    req.client_key = random_key();
   std::vector<holder_candidate> candidates;
   candidates.push_back({self_node(st), st.cfg.total.cpus, st.cfg.total.gpus});
   for (auto& m : st.members)

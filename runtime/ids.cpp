@@ -27,6 +27,18 @@ int decode_char(char c) {
 
 } // namespace
 
+std::string random_key() {
+  unsigned char raw[16];
+  random_bytes(raw, sizeof(raw));
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
 void random_bytes(void* out, size_t n) {
   auto* p = static_cast<unsigned char*>(out);
   while (n > 0) {

@@ -54,6 +54,9 @@ struct attempt_id {
 /// Fills `n` bytes from the kernel's random source.
 void random_bytes(void* out, size_t n);
 
+/// 16 random bytes as 32 lower-case hex digits: a client key for an idempotent submit.
+std::string random_key();
+
 /// Milliseconds since the Unix epoch.
 int64_t now_ms();
 

@@ -418,13 +418,7 @@ int run_cli(int argc, char** argv, client* shared) {
       return fail("invalid job: " + problem, exit_usage);
     submit_request req;
     req.spec = spec;
-    std::string key(16, '\0');
-    random_bytes(key.data(), key.size());
-    static const char hex[] = "0123456789abcdef";
-    for (auto ch : key) {
-      req.client_key += hex[(static_cast<unsigned char>(ch) >> 4) & 15];
-      req.client_key += hex[static_cast<unsigned char>(ch) & 15];
-    }
+    req.client_key = random_key();
     auto r = c.call<submit_reply>(verb::submit, req);
     if (!r)
       return fail("submit: " + r.error());
@@ -503,13 +497,7 @@ int run_cli(int argc, char** argv, client* shared) {
       req.priority = task_priority;
       req.user = current_user();
       req.host = current_host();
-      std::string key(16, '\0');
-      random_bytes(key.data(), key.size());
-      static const char hex[] = "0123456789abcdef";
-      for (auto ch : key) {
-        req.client_key += hex[(static_cast<unsigned char>(ch) >> 4) & 15];
-        req.client_key += hex[static_cast<unsigned char>(ch) & 15];
-      }
+      req.client_key = random_key();
       auto r = c.call<submit_tasks_reply>(verb::submit_tasks, req);
       if (!r)
         return fail("tasks submit: " + r.error());

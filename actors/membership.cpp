@@ -18,6 +18,7 @@
 #include "runtime/errc.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/messages/client.hpp"
+#include "runtime/net.hpp"
 #include "runtime/net_config.hpp"
 
 namespace monkey {
@@ -215,7 +216,7 @@ void with_link(membership_actor* self, const std::string& address,
   uint16_t port = 0;
   if (auto bad = split_address(address, host, port); !bad.empty())
     return finish(nullptr, bad);
-  auto mm = self->system().middleman().actor_handle();
+  auto mm = connector(self->system());
   auto secret = st.cfg.secret;
   auto user = "node:" + st.table->self_id();
   auto timeout = st.cfg.connect_timeout;
@@ -253,7 +254,8 @@ void with_link(membership_actor* self, const std::string& address,
       },
       [=](const caf::error& err) {
         finish(nullptr, refused(err) ? std::string("connection refused")
-                                     : "cannot connect: " + describe(err));
+                                     : "cannot connect: "
+                                         + describe_connect_error(self->system(), err, address));
       });
 }
 

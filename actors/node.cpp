@@ -10,6 +10,7 @@
 #include "actors/journal_actor.hpp"
 #include "runtime/atoms.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/net.hpp"
 #include "runtime/supervisor.hpp"
 
 namespace monkey {
@@ -79,14 +80,9 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
   top.push_back({"gateway",
                  [secret, node, pub](caf::actor_system& s, const sibling_map&) {
                    auto gw = spawn_gateway(s, secret, node);
-                   auto& mm = s.middleman();
                    if (pub->current)
-                     mm.unpublish(pub->current, pub->port);
-                   auto host = pub->host;
-                   auto bound = mm.publish(gw, pub->port,
-                                           host.empty() || host == "0.0.0.0" ? nullptr
-                                                                             : host.c_str(),
-                                           true);
+                     unpublish_actor(pub->current, pub->port);
+                   auto bound = publish_actor(gw, pub->port, pub->host);
                    if (!bound) {
                      pub->error = caf::to_string(bound.error());
                      logger("runtime")->error("cannot publish the gateway on port {}: {}",

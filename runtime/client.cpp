@@ -12,6 +12,7 @@
 #include "runtime/auth.hpp"
 #include "runtime/envelope.hpp"
 #include "runtime/errc.hpp"
+#include "runtime/net.hpp"
 #include "runtime/net_config.hpp"
 
 namespace monkey {
@@ -118,14 +119,33 @@ std::string find_secret_file(const std::string& flag) {
 namespace {
 
 struct client_config : caf::actor_system_config {
-  client_config() {
-    apply_network_config(*this);
+  explicit client_config(const tls_files& tls) {
+    net_settings s;
+    s.tls = tls;
+    apply_network_config(*this, s);
   }
 };
 
 } // namespace
 
+tls_files find_tls_files(const std::string& flag_dir) {
+  std::string dir = flag_dir;
+  if (dir.empty())
+    if (auto* d = std::getenv("MONKEY_TLS_DIR"); d && *d)
+      dir = d;
+  if (dir.empty()) {
+    // `monkey up --tls` leaves the folder of the cluster's certificates here.
+    std::ifstream in(monkey_home() + "/cluster.tls");
+    std::getline(in, dir);
+  }
+  if (dir.empty())
+    return {};
+  auto* name = std::getenv("MONKEY_TLS_NAME");
+  return tls_files_in(dir, name && *name ? name : "client");
+}
+
 struct client::impl {
+  explicit impl(const tls_files& tls) : cfg(tls) {}
   client_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
@@ -144,13 +164,17 @@ struct client::impl {
   }
 };
 
-client::client() : impl_(std::make_unique<impl>()) {}
+client::client(const tls_files& tls) : impl_(std::make_unique<impl>(tls)) {}
 
 client::~client() = default;
 
 expected<std::unique_ptr<client>> client::connect(const std::vector<std::string>& addresses,
-                                                  const std::string& secret) {
-  std::unique_ptr<client> c{new client};
+                                                  const std::string& secret,
+                                                  const tls_files& tls) {
+  if (tls.enabled())
+    if (auto bad = check_tls_files(tls); !bad.empty())
+      return failure{"TLS: " + bad};
+  std::unique_ptr<client> c{new client(tls)};
   std::string problems;
   for (auto& addr : addresses) {
     std::string host;
@@ -159,12 +183,10 @@ expected<std::unique_ptr<client>> client::connect(const std::vector<std::string>
       problems += (problems.empty() ? "" : "; ") + bad;
       continue;
     }
-    auto gw = c->impl_->sys.middleman().remote_actor(host, port);
+    auto gw = connect_actor(c->impl_->sys, host, port);
     if (!gw) {
-      problems += (problems.empty() ? "" : "; ") + std::string("cannot reach a node at ") + addr
-                  + (gw.error() == caf::sec::cannot_connect_to_node
-                       ? std::string(" (connection failed: is monkey-runtime running there?)")
-                       : " (" + caf::to_string(gw.error()) + ")");
+      problems += (problems.empty() ? "" : "; ")
+                  + describe_connect_error(c->impl_->sys, gw.error(), addr);
       continue;
     }
     c->impl_->gateway = *gw;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/certs.hpp"
 #include "runtime/codec.hpp"
 #include "runtime/expected.hpp"
 #include "runtime/messages/client.hpp"
@@ -23,6 +24,11 @@ std::vector<std::string> find_addresses(const std::string& flag);
 /// The secret file: --secret-file, else MONKEY_SECRET_FILE, else MONKEY_HOME/secret.
 std::string find_secret_file(const std::string& flag);
 
+/// The client's TLS files: DIR/client.pem, DIR/client.key and DIR/ca.pem (the name from
+/// MONKEY_TLS_NAME), where DIR is --tls-dir, else MONKEY_TLS_DIR, else the folder named in
+/// MONKEY_HOME/cluster.tls (written by `monkey up --tls`); none (plain TCP) otherwise.
+tls_files find_tls_files(const std::string& flag_dir);
+
 /// MONKEY_HOME, default ~/.monkey.
 std::string monkey_home();
 
@@ -33,7 +39,8 @@ std::string current_host();
 class client {
 public:
   static expected<std::unique_ptr<client>> connect(const std::vector<std::string>& addresses,
-                                                   const std::string& secret);
+                                                   const std::string& secret,
+                                                   const tls_files& tls = find_tls_files(""));
   ~client();
 
   /// One request; the reply body or a sentence naming what went wrong.
@@ -54,7 +61,7 @@ public:
   struct impl;
 
 private:
-  client();
+  explicit client(const tls_files& tls);
   std::unique_ptr<impl> impl_;
   std::string address_;
 };

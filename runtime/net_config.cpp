@@ -1,8 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/net_config.hpp"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+
+#include "runtime/net.hpp"
 
 #include "runtime/envelope.hpp"
 #include "runtime/errc.hpp"
@@ -39,6 +46,30 @@ std::string describe(const caf::error& err) {
   return caf::to_string(err);
 }
 
+std::string app_identifier(const caf::actor_system_config& cfg) {
+  // The protocol version and an FNV-1a hash of every registered message type name, so
+  // that peers built with another type list are refused at CAF's handshake.
+  // MONKEY_TEST_PROTOCOL_VERSION overrides the version (only the version-mismatch test uses it).
+  uint32_t version = protocol_version;
+  if (auto* v = std::getenv("MONKEY_TEST_PROTOCOL_VERSION"); v && *v)
+    version = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
+  std::vector<std::string> names;
+  for (auto& kv : cfg.value_factories_by_name)
+    names.push_back(kv.first);
+  std::sort(names.begin(), names.end());
+  uint64_t h = 1469598103934665603ull;
+  for (auto& n : names)
+    for (char c : n + ";") {
+      h ^= static_cast<unsigned char>(c);
+      h *= 1099511628211ull;
+    }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return "monkey-v" + std::to_string(version) + "-" + std::string(hex, 8);
+}
+
+int tls_hygiene_installed(); // runtime/tls_hygiene.cpp
+
 void apply_network_config(caf::actor_system_config& cfg, const net_settings& s) {
   cfg.load<caf::io::middleman>();
   cfg.add_message_type<envelope>("monkey.envelope");
@@ -57,9 +88,72 @@ void apply_network_config(caf::actor_system_config& cfg, const net_settings& s) 
   cfg.set("scheduler.policy", caf::atom("sharing"));
   cfg.set("middleman.heartbeat-interval", caf::timespan{s.heartbeat});
   cfg.set("middleman.connection-timeout", caf::timespan{s.connection_timeout});
-  cfg.set("middleman.app-identifiers",
-          std::vector<std::string>{"monkey-v" + std::to_string(protocol_version)});
+  cfg.set("middleman.app-identifiers", std::vector<std::string>{app_identifier(cfg)});
   cfg.set("logger.verbosity", caf::atom("quiet"));
+  if (s.tls.enabled()) {
+    // Certificate + key + CA on both ends: CAF's openssl module then asks for and verifies
+    // the peer's certificate (mutual authentication); without them it would fall back to
+    // an anonymous cipher, encrypted but unauthenticated, which Monkey never uses.
+    cfg.openssl_certificate = s.tls.cert;
+    cfg.openssl_key = s.tls.key;
+    cfg.openssl_cafile = s.tls.ca;
+    static volatile int keep = tls_hygiene_installed();
+    (void) keep;
+    cfg.load<caf::openssl::manager>();
+  }
+}
+
+bool tls_enabled(caf::actor_system& sys) {
+  return sys.has_openssl_manager();
+}
+
+caf::io::middleman_actor connector(caf::actor_system& sys) {
+  if (sys.has_openssl_manager())
+    return sys.openssl_manager().actor_handle();
+  return sys.middleman().actor_handle();
+}
+
+caf::expected<uint16_t> publish_actor(const caf::actor& whom, uint16_t port,
+                                      const std::string& host) {
+  const char* in = host.empty() || host == "0.0.0.0" ? nullptr : host.c_str();
+  if (whom && whom.home_system().has_openssl_manager())
+    return caf::openssl::publish(whom, port, in, true);
+  if (!whom)
+    return caf::sec::cannot_publish_invalid_actor;
+  return whom.home_system().middleman().publish(whom, port, in, true);
+}
+
+void unpublish_actor(const caf::actor& whom, uint16_t port) {
+  if (!whom)
+    return;
+  auto& sys = whom.home_system();
+  caf::anon_send(connector(sys), caf::unpublish_atom::value, whom.address(), port);
+}
+
+caf::expected<caf::actor> connect_actor(caf::actor_system& sys, const std::string& host,
+                                        uint16_t port) {
+  if (sys.has_openssl_manager())
+    return caf::openssl::remote_actor(sys, host, port);
+  return sys.middleman().remote_actor(host, port);
+}
+
+std::string describe_connect_error(caf::actor_system& sys, const caf::error& err,
+                                   const std::string& address) {
+  if (err == caf::sec::incompatible_application_ids)
+    return "the node at " + address + " runs another Monkey protocol version or message set "
+           + "(ours: " + app_identifier(sys.config()) + ")";
+  if (err == caf::sec::cannot_connect_to_node)
+    return "cannot reach a node at " + address
+           + " (connection failed: is monkey-runtime running there?)";
+  if (sys.has_openssl_manager() && err == caf::sec::disconnect_during_handshake)
+    return "the TLS handshake with " + address
+           + " failed: it does not speak TLS, or its certificate is not signed by our CA "
+             "(or ours not by its CA)";
+  if (err == caf::sec::disconnect_during_handshake)
+    return "the node at " + address
+           + " closed the connection during the handshake: it may run with --tls (then "
+             "use --tls here too) or speak another protocol version";
+  return "cannot reach a node at " + address + " (" + caf::to_string(err) + ")";
 }
 
 std::string check_network_config(const caf::actor_system_config& cfg) {

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <string>
 
+#include "runtime/certs.hpp"
+
 namespace caf {
 class actor_system_config;
 }
@@ -17,10 +19,16 @@ struct net_settings {
   std::chrono::milliseconds heartbeat{250};
   std::chrono::milliseconds connection_timeout{2000};
   size_t max_threads = 2;
+  /// When set, CAF's openssl module is loaded: every connection is TLS with mutual
+  /// certificate authentication against `tls.ca`.
+  tls_files tls;
 };
 
 /// Loads the middleman and applies `s` to `cfg`.
 void apply_network_config(caf::actor_system_config& cfg, const net_settings& s = {});
+
+/// "monkey-v<protocol>-<hash of the registered message types>", CAF's app identifier.
+std::string app_identifier(const caf::actor_system_config& cfg);
 
 /// Reads the effective settings back; returns "" when heartbeats are on, else why not.
 std::string check_network_config(const caf::actor_system_config& cfg);

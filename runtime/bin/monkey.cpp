@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iostream>
 #include <thread>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +16,7 @@
 #include "runtime/auth.hpp"
 #include "runtime/bin/console.hpp"
 #include "runtime/bin/up.hpp"
+#include "runtime/certs.hpp"
 #include "runtime/client.hpp"
 #include "runtime/spec_parser.hpp"
 #include "runtime/supervisor.hpp"
@@ -129,6 +131,7 @@ json to_json(const status_reply& s) {
 struct globals {
   std::string address;
   std::string secret_file;
+  std::string tls_dir;
   bool json = false;
 };
 
@@ -137,7 +140,7 @@ expected<std::unique_ptr<client>> open_client(const globals& g) {
   auto secret = load_secret(secret_path, false);
   if (!secret)
     return failure{secret.error()};
-  return client::connect(find_addresses(g.address), *secret);
+  return client::connect(find_addresses(g.address), *secret, find_tls_files(g.tls_dir));
 }
 
 int exit_code_of(const job_record& rec) {
@@ -180,6 +183,8 @@ int run_cli(int argc, char** argv, client* shared) {
   app.add_option("--address", g.address, "node HOST:PORT (else MONKEY_ADDRESS, the cluster file, localhost:4700)");
   app.add_option("--secret-file", g.secret_file, "cluster secret (else MONKEY_SECRET_FILE, MONKEY_HOME/secret)");
   app.add_flag("--json", g.json, "machine-readable output");
+  app.add_option("--tls-dir", g.tls_dir, "connect with TLS using DIR/client.pem, client.key, "
+                                         "ca.pem (else MONKEY_TLS_DIR, MONKEY_HOME/cluster.tls)");
 
   // submit
   auto* submit = app.add_subcommand("submit", "submit a job: monkey submit [OPTIONS] -- CMD ARGS...");
@@ -245,6 +250,18 @@ int run_cli(int argc, char** argv, client* shared) {
   up->add_option("--timeout", up_opt.timeout_s, "seconds until every node must see all alive")
     ->capture_default_str();
   up->add_flag("--no-measure", up_opt.no_measure, "skip measuring device speed");
+  up->add_flag("--tls", up_opt.tls, "TLS between nodes and clients; certificates from "
+                                    "MONKEY_HOME/certs (created when missing)");
+
+  certs_options certs_opt;
+  auto* certs = app.add_subcommand("certs", "create a cluster CA and certificates for nodes and "
+                                            "clients (TLS, --tls)");
+  certs->add_option("--dir", certs_opt.dir, "certificate folder (default MONKEY_HOME/certs)");
+  certs->add_option("--name", certs_opt.names,
+                    "certificate to issue (repeatable; default: node and client)");
+  certs->add_option("--days", certs_opt.days, "validity of issued certificates")
+    ->capture_default_str();
+  certs->add_flag("--force", certs_opt.force, "reissue certificates that exist (the CA is kept)");
   auto* down = app.add_subcommand("down", "stop the local cluster started by `monkey up`");
   down->add_option("--grace", down_grace, "seconds before SIGKILL")->capture_default_str();
 
@@ -272,7 +289,7 @@ int run_cli(int argc, char** argv, client* shared) {
   // An unknown verb is named, not reported as a missing subcommand.
   for (size_t i = 1; i < args.size(); ++i) {
     std::string a = args[i];
-    if (a == "--address" || a == "--secret-file") {
+    if (a == "--address" || a == "--secret-file" || a == "--tls-dir") {
       ++i;
       continue;
     }
@@ -283,7 +300,7 @@ int run_cli(int argc, char** argv, client* shared) {
       known = known || sub->get_name() == a;
     if (!known)
       return fail("unknown command '" + a + "' (commands: submit, jobs, status, show, logs, "
-                  "cancel, why, devices, nodes, tree, kill, tasks, up, down, console; see --help)", exit_usage);
+                  "cancel, why, devices, nodes, tree, kill, tasks, up, down, certs, console; see --help)", exit_usage);
     break;
   }
   try {
@@ -304,6 +321,27 @@ int run_cli(int argc, char** argv, client* shared) {
   }
   if (down->parsed())
     return cluster_down(down_grace);
+  if (certs->parsed()) {
+    if (certs_opt.dir.empty())
+      certs_opt.dir = monkey_home() + "/certs";
+    if (certs_opt.names.empty())
+      certs_opt.names = {"node", "client"};
+    ::mkdir(monkey_home().c_str(), 0700);
+    auto made = make_certs(certs_opt);
+    if (!made)
+      return fail(made.error());
+    if (made->created_ca)
+      std::printf("created a new cluster CA in %s (keep ca.key private; copy ca.pem to every "
+                  "node)\n", certs_opt.dir.c_str());
+    for (auto& w : made->written)
+      std::printf("wrote %s\n", w.c_str());
+    for (auto& k : made->kept)
+      std::printf("kept  %s (exists; --force reissues it)\n", k.c_str());
+    std::printf("start nodes with: monkey-runtime --tls --tls-dir %s [--tls-name NAME]\n"
+                "clients use:      monkey --tls-dir %s ... (or MONKEY_TLS_DIR)\n",
+                certs_opt.dir.c_str(), certs_opt.dir.c_str());
+    return 0;
+  }
 
   std::unique_ptr<client> own;
   if (!shared) {

@@ -34,8 +34,8 @@ constexpr int exit_startup_error = 2;
 constexpr int exit_supervision_gave_up = 3;
 
 struct runtime_config : caf::actor_system_config {
-  runtime_config() {
-    apply_network_config(*this);
+  explicit runtime_config(const net_settings& s) {
+    apply_network_config(*this, s);
   }
 };
 
@@ -59,6 +59,9 @@ struct options {
   double kill_grace_s = 10;
   std::string retention = "7d";
   std::string log_file;
+  bool tls = false;
+  std::string tls_dir;
+  std::string tls_name = "node";
 };
 
 /// GEMM GFLOP/s per device, measured once by monkey-measure in a child process and cached
@@ -176,6 +179,12 @@ int main(int argc, char** argv) {
                  "most tasks handed to a device proxy in one message (1 = one message a task)")
     ->capture_default_str()
     ->check(CLI::Range(1u, 1000000u));
+  app.add_flag("--tls", opt.tls,
+               "TLS with mutual certificate authentication on every connection (see monkey certs)");
+  app.add_option("--tls-dir", opt.tls_dir,
+                 "folder with ca.pem and NAME.pem/NAME.key (default MONKEY_HOME/certs; implies --tls)");
+  app.add_option("--tls-name", opt.tls_name, "certificate name in the TLS folder (implies --tls)")
+    ->capture_default_str();
   app.add_option("--log-file", opt.log_file, "log file (default DATA_DIR/runtime.log; - for stderr)");
   CLI11_PARSE(app, argc, argv);
 
@@ -226,6 +235,13 @@ int main(int argc, char** argv) {
   auto secret = load_secret(find_secret_file(opt.secret_file), true);
   if (!secret)
     return fail_start(secret.error());
+  net_settings net;
+  if (opt.tls || !opt.tls_dir.empty() || app.count("--tls-name") > 0) {
+    net.tls = tls_files_in(opt.tls_dir.empty() ? monkey_home() + "/certs" : opt.tls_dir,
+                           opt.tls_name);
+    if (auto bad = check_tls_files(net.tls); !bad.empty())
+      return fail_start("--tls: " + bad + " (create the files with `monkey certs`)");
+  }
 
   std::vector<std::string> warnings;
   auto store = journal::open(opt.data_dir, &warnings);
@@ -300,7 +316,7 @@ int main(int argc, char** argv) {
                                     : std::string("tracked by process group only (no writable "
                                                   "cgroup v2)"));
 
-  runtime_config cfg;
+  runtime_config cfg{net};
   if (auto bad = check_network_config(cfg); !bad.empty())
     return fail_start("network configuration: " + bad);
   caf::actor_system sys{cfg};
@@ -322,8 +338,10 @@ int main(int argc, char** argv) {
   caf::anon_send(current_coordinator(sys, node->root), atoms::address::value, address);
   write_file_atomic(opt.data_dir + "/address", address + "\n");
   write_file_atomic(opt.data_dir + "/pid", std::to_string(::getpid()) + "\n");
-  log->info("node {} incarnation {} listening on {} ({} cpus, {} MB, {} gpus)", cc.node.str(),
-            cc.incarnation, address, cc.total.cpus, cc.total.mem_mb, cc.total.gpus);
+  log->info("node {} incarnation {} listening on {} ({} cpus, {} MB, {} gpus, {})", cc.node.str(),
+            cc.incarnation, address, cc.total.cpus, cc.total.mem_mb, cc.total.gpus,
+            net.tls.enabled() ? "TLS as " + certificate_name(net.tls.cert)
+                              : std::string("plain TCP, no TLS"));
 
   // main watches the root of the tree: if it gives up, the node cannot go on.
   std::string failure_reason;

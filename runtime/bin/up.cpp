@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/auth.hpp"
+#include "runtime/certs.hpp"
 #include "runtime/client.hpp"
 
 namespace monkey {
@@ -158,6 +159,16 @@ int cluster_up(const up_options& opt) {
     cpus = std::max(1, hw / opt.nodes);
   }
   ::mkdir((home + "/nodes").c_str(), 0755);
+  std::string tls_dir;
+  ::unlink((home + "/cluster.tls").c_str());
+  if (opt.tls) {
+    tls_dir = home + "/certs";
+    auto made = make_certs({tls_dir, {"node", "client"}, 825, false});
+    if (!made)
+      return fail("up: " + made.error());
+    // Plain `monkey ...` commands find the certificates through this file.
+    std::ofstream(home + "/cluster.tls") << tls_dir << "\n";
+  }
   std::vector<up_node> nodes;
   auto start = [&](int i, const std::string& seed) -> std::string {
     up_node n;
@@ -173,6 +184,10 @@ int cluster_up(const up_options& opt) {
     }
     if (opt.no_measure)
       args.push_back("--no-measure");
+    if (!tls_dir.empty()) {
+      args.push_back("--tls-dir");
+      args.push_back(tls_dir);
+    }
     if (!opt.secret_file.empty()) {
       args.push_back("--secret-file");
       args.push_back(opt.secret_file);
@@ -254,8 +269,8 @@ int cluster_up(const up_options& opt) {
     for (auto& n : nodes)
       std::printf("%-6s %-22s %8d  %s\n", n.name.c_str(), n.address.c_str(), n.pid,
                   n.data_dir.c_str());
-    std::printf("%zu nodes up, each sees %zu alive (%d cpus each); cluster file %s/cluster\n",
-                nodes.size(), nodes.size(), cpus, home.c_str());
+    std::printf("%zu nodes up, each sees %zu alive (%d cpus each%s); cluster file %s/cluster\n",
+                nodes.size(), nodes.size(), cpus, tls_dir.empty() ? "" : ", TLS", home.c_str());
   }
   return 0;
 }
@@ -293,6 +308,7 @@ int cluster_down(double grace_s) {
   }
   ::unlink(up_path.c_str());
   ::unlink((home + "/cluster").c_str());
+  ::unlink((home + "/cluster.tls").c_str());
   std::printf("%zu nodes stopped%s\n", nodes.size(),
               killed ? " (some needed SIGKILL after the grace period)" : "");
   return 0;

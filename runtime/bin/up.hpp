@@ -15,6 +15,7 @@ struct up_options {
   double timeout_s = 60;    ///< until every node sees every other alive
   bool no_measure = false;
   bool json = false;
+  bool tls = false;         ///< TLS everywhere, certificates in MONKEY_HOME/certs
   std::string secret_file;  ///< passed on to the runtimes when given
   std::vector<std::string> runtime_args; ///< more monkey-runtime options for every node
 };

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+// Clears OpenSSL's per-thread error queue before every TLS I/O call that CAF 0.17's
+// openssl module makes.
+//
+// Why: SSL_get_error() reports SSL_ERROR_SSL whenever the calling thread's error queue is
+// not empty, and OpenSSL's documentation requires the queue to be empty before each
+// SSL_read/SSL_write/SSL_accept/SSL_connect. CAF 0.17 never clears it, and all of a node's
+// connections share one multiplexer thread: one connection that fails (a client that
+// exits without close_notify, a peer with a certificate from another CA, garbage bytes)
+// leaves an error behind, and the next healthy connection that merely has nothing to read
+// (SSL_ERROR_WANT_READ) is taken for broken and closed. Nodes then drop and redial each
+// other every few hundred milliseconds. These wrappers interpose the four calls (the
+// executable's definitions win over libssl's for libcaf_openssl.so) and forward to libssl.
+
+#include <dlfcn.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+namespace {
+
+template <class F>
+F real(const char* name) {
+  return reinterpret_cast<F>(::dlsym(RTLD_NEXT, name));
+}
+
+} // namespace
+
+extern "C" {
+
+int SSL_read(SSL* ssl, void* buf, int num) {
+  static auto f = real<int (*)(SSL*, void*, int)>("SSL_read");
+  ERR_clear_error();
+  return f(ssl, buf, num);
+}
+
+int SSL_write(SSL* ssl, const void* buf, int num) {
+  static auto f = real<int (*)(SSL*, const void*, int)>("SSL_write");
+  ERR_clear_error();
+  return f(ssl, buf, num);
+}
+
+int SSL_accept(SSL* ssl) {
+  static auto f = real<int (*)(SSL*)>("SSL_accept");
+  ERR_clear_error();
+  return f(ssl);
+}
+
+int SSL_connect(SSL* ssl) {
+  static auto f = real<int (*)(SSL*)>("SSL_connect");
+  ERR_clear_error();
+  return f(ssl);
+}
+
+} // extern "C"
+
+namespace monkey {
+
+/// Referenced by apply_network_config so that the linker keeps this object (and with it
+/// the wrappers) in every binary.
+int tls_hygiene_installed() {
+  return 1;
+}
+
+} // namespace monkey

@@ -171,7 +171,7 @@ ask_node(coordinator_actor* self, const std::string& node, verb v, std::string b
 /// Sends `recs` to their other holders that are alive; `done(copies_min)` gets the fewest
 /// durable copies any of the records now has (this node's included).
 void replicate(coordinator_actor* self, const record_list& recs,
-               std::function<void(size_t)> done) {
+               std::function<void(size_t, const record_list&)> done) {
   auto& st = self->state;
   std::map<std::string, record_list> by_node;
   for (auto& r : recs)
@@ -179,8 +179,9 @@ void replicate(coordinator_actor* self, const record_list& recs,
       if (n != self_node(st) && is_alive(st, n) && st.membership)
         by_node[n].push_back(r);
   if (by_node.empty())
-    return done(1);
+    return done(1, {});
   auto acks = std::make_shared<std::map<job_id, size_t>>();
+  auto newer = std::make_shared<record_list>();
   for (auto& r : recs)
     (*acks)[r.id] = 1;
   auto pending = std::make_shared<size_t>(by_node.size());
@@ -190,7 +191,7 @@ void replicate(coordinator_actor* self, const record_list& recs,
     size_t fewest = SIZE_MAX;
     for (auto& [id, n] : *acks)
       fewest = std::min(fewest, n);
-    done(fewest);
+    done(fewest, *newer);
   };
   for (auto& [node, list] : by_node) {
     replicate_request req;
@@ -202,9 +203,12 @@ void replicate(coordinator_actor* self, const record_list& recs,
     auto target = node;
     ask_node(self, node, verb::peer_replicate, encode(req), std::chrono::seconds(5))
       .then(
-        [=](const std::string&) {
+        [=](const std::string& body) {
           for (auto& id : *ids)
             (*acks)[id] += 1;
+          if (auto r = decode<replicate_reply>(body, "replicate"))
+            for (auto& rec : r->newer)
+              newer->push_back(rec);
           finish();
         },
         [=](const caf::error& err) {
@@ -215,12 +219,38 @@ void replicate(coordinator_actor* self, const record_list& recs,
   }
 }
 
+/// A holder has a newer copy of a job this node owned: it was adopted (a later ownership
+/// term) while this node could not reach the others. This node keeps it as a replica.
+void superseded(coordinator_actor* self, const job_record& newer) {
+  auto& st = self->state;
+  st.log->warn("job {} was adopted by {} (version {}) while this node was cut off: its attempt "
+               "here is void, the adopter's history stands",
+               newer.id.short_str(), newer.owner.str(), newer.version);
+  if (auto it = st.jobs.find(newer.id); it != st.jobs.end()) {
+    st.queued.erase({it->second.submit_seq, newer.id});
+    st.jobs.erase(it);
+  }
+  st.held[newer.id] = newer;
+  write_batch batch;
+  batch.records.push_back(newer);
+  self->request(st.journal, caf::infinite, atoms::write::value, std::move(batch))
+    .then([](bool) {}, [](const caf::error&) {});
+}
+
 /// A final state goes to the other holders first and into this node's journal after: if
 /// this node freezes in between, the holders already know the job ended and adopt nothing;
 /// if it freezes before, no journal holds that outcome and the adopter's is the only one.
 template <class Then>
 void persist_final(coordinator_actor* self, job_record rec, Then then) {
-  replicate(self, {rec}, [=](size_t) mutable {
+  replicate(self, {rec}, [=](size_t, const record_list& newer) mutable {
+    for (auto& n : newer)
+      if (n.id == rec.id && n.version > rec.version) {
+        // Adopted by another owner while this node could not see the others: that
+        // owner's history stands, and this attempt's outcome is void.
+        superseded(self, n);
+        then();
+        return;
+      }
     write_batch batch;
     batch.records.push_back(rec);
     self->request(self->state.journal, caf::infinite, atoms::write::value, std::move(batch))
@@ -239,12 +269,19 @@ void persist(coordinator_actor* self, record_list recs, Then then,
   write_batch batch;
   batch.records = recs;
   self->request(self->state.journal, caf::infinite, atoms::write::value, std::move(batch))
-    .then([=](bool) mutable { replicate(self, recs, [=](size_t) mutable { then(); }); },
+    .then([=](bool) mutable {
+            replicate(self, recs, [=](size_t, const record_list&) mutable { then(); });
+          },
           [=](const caf::error& err) {
             self->state.log->error("journal write failed: {}", describe(err));
             if (on_error)
               on_error(err);
           });
+}
+
+/// Versions are (ownership term << 20) + transition count: adoption starts a term.
+uint64_t next_term(uint64_t version) {
+  return ((version >> 20) + 1) << 20;
 }
 
 void touch(job_record& rec, job_state state, std::string reason) {
@@ -1377,7 +1414,12 @@ void on_list(coordinator_actor* self, caf::response_promise rp, const list_reque
 void on_replicate(coordinator_actor* self, caf::response_promise rp, replicate_request req) {
   auto& st = self->state;
   record_list store;
+  replicate_reply answer;
   for (auto& rec : req.records) {
+    if (auto it = st.jobs.find(rec.id); it != st.jobs.end() && it->second.version > rec.version)
+      answer.newer.push_back(it->second);
+    else if (auto h = st.held.find(rec.id); h != st.held.end() && h->second.version > rec.version)
+      answer.newer.push_back(h->second);
     if (rec.owner == st.cfg.node)
       continue;
     if (auto it = st.jobs.find(rec.id); it != st.jobs.end()) {
@@ -1397,11 +1439,11 @@ void on_replicate(coordinator_actor* self, caf::response_promise rp, replicate_r
     store.push_back(rec);
   }
   if (store.empty())
-    return rp.deliver(reply(text_reply{"ok"}));
+    return rp.deliver(reply(answer));
   write_batch batch;
   batch.records = std::move(store);
   self->request(st.journal, caf::infinite, atoms::write::value, std::move(batch))
-    .then([=](bool) mutable { rp.deliver(reply(text_reply{"ok"})); },
+    .then([=](bool) mutable { rp.deliver(reply(answer)); },
           [=](const caf::error& err) mutable {
             rp.deliver(make_error(errc::journal_failure, "replica write failed: " + describe(err)));
           });
@@ -1660,6 +1702,9 @@ void adopt(coordinator_actor* self, job_record rec, const std::string& why) {
   auto& st = self->state;
   auto old_owner = rec.owner.str();
   rec.owner = st.cfg.node;
+  // A new ownership term: every later version of the adopter beats every version the old
+  // owner may still write while cut off (see replicate_reply).
+  rec.version = next_term(rec.version);
   if (rec.state == job_state::running && !rec.attempts.empty()) {
     mark_lost(rec, "owner " + old_owner + " " + why + " while attempt "
                      + std::to_string(rec.attempts.back().number) + " ran; adopted by "
@@ -1895,8 +1940,12 @@ bool hold(coordinator_actor* self) {
     st.hold_until = std::max(st.hold_until, now + hold_after_pause_ms);
     st.last_tick_ms = now;
   }
-  if (now >= st.hold_until)
+  // (A node shutting down has left the member list, and so sees no majority: its last
+  // outcomes are written as a clean stop requires.)
+  if (now >= st.hold_until && (st.majority || !st.accepting))
     return false;
+  // Paused, or cut off from the majority: the others may adopt this job meanwhile, so its
+  // outcome waits (and is voided by fencing if they did).
   st.on_hold.push_back(self->current_mailbox_element()->copy_content_to_message());
   return true;
 }
@@ -2118,7 +2167,7 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
       if (st.last_tick_ms != 0 && now - st.last_tick_ms > 1200)
         st.hold_until = now + hold_after_pause_ms;
       st.last_tick_ms = now;
-      if (!st.on_hold.empty() && now >= st.hold_until) {
+      if (!st.on_hold.empty() && now >= st.hold_until && (st.majority || !st.accepting)) {
         auto msgs = std::move(st.on_hold);
         st.on_hold.clear();
         for (auto& m : msgs)

@@ -459,7 +459,14 @@ void tick(membership_actor* self) {
     }
   }
   st.last_tick_ms = now;
-  for (auto& node : st.table->expired_suspects(now - st.cfg.suspicion_timeout.count())) {
+  // Only a node that sees a majority turns a suspicion into a death verdict: the member
+  // list shrinks only when a majority agrees. A minority (cut off by a partition) keeps
+  // the others suspect, and its verdicts never fence the majority's nodes after the heal.
+  // (A refused connection, proof that the process is gone, still declares at once.)
+  auto expired = st.table->has_majority()
+                   ? st.table->expired_suspects(now - st.cfg.suspicion_timeout.count())
+                   : std::vector<std::string>{};
+  for (auto& node : expired) {
     auto old = *st.table->find(node);
     if (st.table->declare_dead(node, "suspected for "
                                        + std::to_string(st.cfg.suspicion_timeout.count())

@@ -84,6 +84,15 @@ struct replicate_request {
   MSGPACK_DEFINE_MAP(from, records);
 };
 
+/// The holder's answer: its own copies that are newer than what was sent (the job was
+/// adopted by another owner meanwhile, in a later ownership term). A sender whose final
+/// state meets a newer copy does not commit it: the first final state committed on the
+/// holders stands.
+struct replicate_reply {
+  std::vector<job_record> newer;
+  MSGPACK_DEFINE_MAP(newer);
+};
+
 struct submit_reply {
   std::vector<job_id> ids;
   bool duplicate = false;

@@ -72,6 +72,9 @@ struct coordinator_state {
   bool have_members = false;
   bool majority = true; ///< this node sees a majority of the agreed member list
   std::set<job_id> adopting; ///< adoptions waiting for the other members' copies
+  /// Jobs of other owners seen in cluster-wide listings: when every holder of one is
+  /// down, `jobs` still lists it, as unavailable (bounded by max_seen, oldest dropped).
+  std::map<job_id, job_summary> seen;
   std::unordered_map<job_id, job_record> held; ///< records held as a replica (owner elsewhere)
   std::unordered_map<job_id, job_record> unsynced; ///< own records waiting for the holders' word
   bool synced = false;
@@ -854,6 +857,8 @@ job_summary summarize(const job_record& rec) {
   s.owner = rec.owner.str();
   s.ran_on = rec.attempts.empty() ? std::string{} : rec.attempts.back().id.node.str();
   s.version = rec.version;
+  for (auto& n : rec.replicas)
+    s.holders.push_back(n);
   return s;
 }
 
@@ -1361,6 +1366,63 @@ list_reply finish_list(std::map<job_id, job_summary>& merged, uint32_t limit) {
   return r;
 }
 
+constexpr size_t max_seen = 200'000;
+
+/// Remembers the rows of a cluster-wide listing, and adds the remembered jobs that no
+/// answer carried and whose every holder is dead or gone: "unavailable (replicas down)",
+/// never silently missing. Such a row comes back as soon as a holder restarts.
+void remember_and_mark_unavailable(coordinator_actor* self,
+                                   std::map<job_id, job_summary>& merged, bool filtered) {
+  auto& st = self->state;
+  for (auto& [id, s] : merged)
+    if (!s.unavailable)
+      st.seen[id] = s;
+  for (auto it = st.seen.begin(); it != st.seen.end();) {
+    auto& s = it->second;
+    if (merged.count(it->first)) {
+      ++it;
+      continue;
+    }
+    std::vector<std::string> down;
+    bool reachable = false;
+    for (auto& h : s.holders) {
+      if (h == self_node(st)) {
+        reachable = true;
+        continue;
+      }
+      auto* m = find_member(st, h);
+      if (m && (m->state == member_state::alive || m->state == member_state::suspect))
+        reachable = true;
+      else
+        down.push_back(h);
+    }
+    if (reachable || s.holders.empty()) {
+      // Not in any answer although a holder lives: it was removed (compaction), or the
+      // list is partial anyway (that holder is named as unreachable).
+      ++it;
+      continue;
+    }
+    if (!filtered) {
+      auto row = s;
+      row.unavailable = true;
+      std::string who;
+      for (auto& d : down)
+        who += (who.empty() ? "" : ", ") + d;
+      row.reason = "unavailable (replicas down: every holder is dead: " + who
+                   + "); it returns when a holder restarts on its data directory";
+      merged[it->first] = row;
+    }
+    ++it;
+  }
+  while (st.seen.size() > max_seen) {
+    auto oldest = st.seen.begin();
+    for (auto i = st.seen.begin(); i != st.seen.end(); ++i)
+      if (i->second.submitted_ms < oldest->second.submitted_ms)
+        oldest = i;
+    st.seen.erase(oldest);
+  }
+}
+
 /// `jobs`: one row per job of the cluster (its newest record among owners and replicas);
 /// members that do not answer are named, and the list is then partial.
 void on_list(coordinator_actor* self, caf::response_promise rp, const list_request& req) {
@@ -1384,9 +1446,11 @@ void on_list(coordinator_actor* self, caf::response_promise rp, const list_reque
     if (m.node != self_node(st) && m.state == member_state::suspect)
       unreachable->push_back(m.node + " (suspect)");
   auto limit = req.limit;
+  auto filtered = !req.state.empty();
   auto finish = [=]() mutable {
     if (--*pending > 0)
       return;
+    remember_and_mark_unavailable(self, *merged, filtered);
     auto r = finish_list(*merged, limit);
     r.unreachable = *unreachable;
     rp.deliver(reply(r));

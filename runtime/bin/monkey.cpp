@@ -59,7 +59,8 @@ std::string clock_time(int64_t ms) {
 
 json to_json(const job_summary& s) {
   return {{"id", s.id.str()},         {"name", s.name},
-          {"state", to_string(s.state)}, {"attempts", s.attempts},
+          {"state", s.unavailable ? "unavailable" : to_string(s.state)},
+          {"attempts", s.attempts},   {"holders", s.holders},
           {"priority", s.priority},   {"cpus", s.cpus},
           {"gpus", s.gpus},           {"submitted_ms", s.submitted_ms},
           {"updated_ms", s.updated_ms}, {"exit_code", s.exit_code},
@@ -609,7 +610,8 @@ int run_cli(int argc, char** argv, client* shared) {
                 "ATT", "PRIO", "EXIT", "AGE", "NODE", "REASON");
     for (auto& j : r->jobs)
       std::printf("%-10s  %-24.24s  %-9s  %3d  %4d  %4s  %5s  %-8.8s  %s\n",
-                  j.id.short_str().c_str(), j.name.c_str(), to_string(j.state), j.attempts,
+                  j.id.short_str().c_str(), j.name.c_str(),
+                  j.unavailable ? "unavailable" : to_string(j.state), j.attempts,
                   j.priority, j.exit_code < 0 ? "-" : std::to_string(j.exit_code).c_str(),
                   age(j.submitted_ms).c_str(), (j.ran_on.empty() ? j.owner : j.ran_on).c_str(),
                   j.reason.c_str());

@@ -189,8 +189,12 @@ struct job_summary {
   std::string owner;   ///< node id of the job's owner
   std::string ran_on;  ///< node id of the last attempt's node ("" before any)
   uint64_t version = 0;
+  std::vector<std::string> holders; ///< node ids holding the record (the owner first)
+  /// Listed from memory: every holder of the record is down, so no answer carried it
+  /// ("unavailable (replicas down)"); it returns when a holder restarts on its data.
+  bool unavailable = false;
   MSGPACK_DEFINE_MAP(id, name, state, attempts, priority, cpus, gpus, submitted_ms, updated_ms,
-                     exit_code, reason, owner, ran_on, version);
+                     exit_code, reason, owner, ran_on, version, holders, unavailable);
 };
 
 struct list_reply {

@@ -179,7 +179,59 @@ def owner_sigstop_fenced(c):
     c.monkey("down", timeout=120)
 
 
+def replicas_down(c):
+    """Losing R nodes at once: the jobs they alone held are listed as "unavailable (replicas
+    down)", never silently missing, and come back when a holder restarts on its data."""
+    nodes = up(c, 5)
+    entry = nodes[0]
+    node_ids = {}
+    for n in nodes:
+        r = c.monkey("status", "--json", "--address", n["address"])
+        node_ids[n["name"]] = json.loads(r.stdout)["node"]
+    doomed = {node_ids["n4"], node_ids["n5"]}
+    ids, theirs = [], []
+    for i in range(60):
+        out = c.monkey("submit", "--address", nodes[i % 5]["address"], "--name", f"d{i}", "--",
+                       "sleep", "60").stdout
+        ids.append(out.strip().splitlines()[-1])
+        if i >= 9:
+            js = jobs_at(c, entry["address"])
+            theirs = [j["id"] for j in js or [] if set(j["holders"]) <= doomed]
+            if theirs:
+                break
+    check(theirs, "some job is held only by n4 and n5")
+    listed = jobs_at(c, entry["address"])  # n1 has seen every job
+    check(len(listed) == len(ids), f"n1 lists all {len(ids)} jobs")
+    for n in nodes[3:]:
+        os.kill(n["pid"], signal.SIGKILL)
+    rows = wait_until(lambda: (lambda js: js if js and all(
+        j["state"] == "unavailable" for j in js if j["id"] in theirs) and len(js) == len(ids)
+        else None)(jobs_at(c, entry["address"])), 60, "the jobs of n4 and n5 unavailable")
+    for j in rows:
+        if j["id"] in theirs:
+            check("replicas down" in j["reason"], f"the reason says why: {j}")
+        else:
+            check(j["state"] != "unavailable", f"jobs with a live holder stay available: {j}")
+    text = c.monkey("jobs", "--address", entry["address"]).stdout
+    check("unavailable" in text, "the table shows them too")
+    # n4 restarts on its data directory: its jobs come back.
+    n4 = nodes[3]
+    log = open(os.path.join(n4["data_dir"], "restart.log"), "ab")
+    proc = subprocess.Popen([RUNTIME, "--listen", n4["address"], "--data-dir", n4["data_dir"],
+                             "--no-measure", "--cpus", "2", "--join", entry["address"]],
+                            env=c.env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        wait_until(lambda: (lambda js: js if js and not any(
+            j["state"] == "unavailable" for j in js) else None)(jobs_at(c, entry["address"])),
+                   60, "the jobs back after n4 restarted")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    c.monkey("down", timeout=120)
+
+
 if __name__ == "__main__":
     run(spread_and_list)
     run(owner_kill9)
     run(owner_sigstop_fenced)
+    run(replicas_down)

@@ -94,6 +94,8 @@ struct coordinator_state {
   bool schedule_queued = false;
   bool accepting = true;
   bool draining = false;
+  bool leaving = false;     ///< `monkey drain`: hands its jobs over, then leaves
+  bool leave_signalled = false;
   std::vector<caf::response_promise> shutdown_waiters;
   static inline const char* name = "coordinator";
 };
@@ -1473,6 +1475,30 @@ void on_list(coordinator_actor* self, caf::response_promise rp, const list_reque
         });
 }
 
+/// The version of this node's replica of `id` (0 when it holds none).
+uint64_t held_version(const coordinator_state& st, const job_id& id) {
+  auto h = st.held.find(id);
+  return h == st.held.end() ? 0 : h->second.version;
+}
+
+/// A record handed over to this node by its draining owner: it is this node's job now.
+void take_over(coordinator_actor* self, const job_record& rec) {
+  auto& st = self->state;
+  st.held.erase(rec.id);
+  st.unsynced.erase(rec.id);
+  if (auto it = st.jobs.find(rec.id); it != st.jobs.end())
+    st.queued.erase({it->second.submit_seq, rec.id});
+  st.jobs[rec.id] = rec;
+  st.next_seq = std::max(st.next_seq, rec.submit_seq);
+  if (rec.state == job_state::queued)
+    st.queued.insert({rec.submit_seq, rec.id});
+  if (!rec.client_key.empty())
+    st.by_key[rec.client_key].push_back(rec.id);
+  st.log->info("took over job {} ({}) from its draining owner", rec.id.short_str(),
+               to_string(rec.state));
+  request_schedule(self);
+}
+
 /// A replica stores what an owner sends; a record this node owns is given up only to a
 /// newer record from its new owner (this node was taken for dead meanwhile).
 void on_replicate(coordinator_actor* self, caf::response_promise rp, replicate_request req) {
@@ -1484,8 +1510,16 @@ void on_replicate(coordinator_actor* self, caf::response_promise rp, replicate_r
       answer.newer.push_back(it->second);
     else if (auto h = st.held.find(rec.id); h != st.held.end() && h->second.version > rec.version)
       answer.newer.push_back(h->second);
-    if (rec.owner == st.cfg.node)
+    if (rec.owner == st.cfg.node) {
+      // Handed over by a draining owner (a new ownership term): this node owns it now.
+      auto it = st.jobs.find(rec.id);
+      if ((it == st.jobs.end() || it->second.version < rec.version) && !st.running.count(rec.id)
+          && rec.version > held_version(st, rec.id)) {
+        take_over(self, rec);
+        store.push_back(rec);
+      }
       continue;
+    }
     if (auto it = st.jobs.find(rec.id); it != st.jobs.end()) {
       if (rec.version <= it->second.version || st.running.count(rec.id))
         continue;
@@ -1512,6 +1546,8 @@ void on_replicate(coordinator_actor* self, caf::response_promise rp, replicate_r
             rp.deliver(make_error(errc::journal_failure, "replica write failed: " + describe(err)));
           });
 }
+
+void on_drain(coordinator_actor* self, caf::response_promise rp, const id_request& req);
 
 void on_envelope(coordinator_actor* self, const envelope& env) {
   auto rp = self->make_response_promise();
@@ -1561,6 +1597,12 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
       if (!req)
         return rp.deliver(make_error(errc::bad_request, req.error()));
       return on_replicate(self, rp, std::move(*req));
+    }
+    case verb::drain: {
+      auto req = decode<id_request>(env.body, "drain");
+      if (!req)
+        return rp.deliver(make_error(errc::bad_request, req.error()));
+      return on_drain(self, rp, *req);
     }
     case verb::status:
     case verb::devices:
@@ -1758,6 +1800,131 @@ std::vector<std::string> refreshed_holders(const coordinator_state& st, const jo
     if (out.size() < st.cfg.replicas)
       out.push_back(n);
   return out;
+}
+
+// ---- drain: a planned leave that hands the jobs over ----------------------------------
+
+/// Hands the queued (not running, not final) jobs among `ids` to new owners: the successor
+/// by rendezvous among their other alive holders (else among all other alive members), in
+/// a new ownership term; the record goes to its new holders (this node drops out of
+/// them) and this node keeps a replica until it leaves. Returns how many it handed over.
+size_t hand_over(coordinator_actor* self, const std::vector<job_id>& ids) {
+  auto& st = self->state;
+  record_list out;
+  for (auto& id : ids) {
+    auto it = st.jobs.find(id);
+    if (it == st.jobs.end() || st.running.count(id) || is_final(it->second.state))
+      continue;
+    auto rec = it->second;
+    std::vector<std::string> candidates;
+    for (auto& n : rec.replicas)
+      if (n != self_node(st) && is_alive(st, n))
+        candidates.push_back(n);
+    if (candidates.empty())
+      for (auto& n : alive_nodes(st))
+        if (n != self_node(st))
+          candidates.push_back(n);
+    if (candidates.empty())
+      continue; // alone: nobody to hand it to
+    auto heir = successor(id.str(), candidates);
+    auto heir_id = node_id::parse(heir);
+    if (!heir_id)
+      continue;
+    rec.owner = *heir_id;
+    rec.version = next_term(rec.version);
+    touch(rec, rec.state, rec.reason + (rec.reason.empty() ? "" : "; ") + "handed over by "
+                            + self_node(st) + " (draining) to " + heir);
+    std::vector<std::string> holders{heir};
+    for (auto& n : rec.replicas)
+      if (n != self_node(st) && n != heir && is_alive(st, n) && holders.size() < st.cfg.replicas)
+        holders.push_back(n);
+    std::vector<std::string> others;
+    for (auto& n : alive_nodes(st))
+      if (n != self_node(st) && std::find(holders.begin(), holders.end(), n) == holders.end())
+        others.push_back(n);
+    for (auto& n : rendezvous_rank(id.str(), others))
+      if (holders.size() < st.cfg.replicas)
+        holders.push_back(n);
+    holders.push_back(self_node(st)); // a copy stays here until the node is gone
+    rec.replicas = holders;
+    st.queued.erase({it->second.submit_seq, id});
+    st.jobs.erase(it);
+    st.held[id] = rec;
+    out.push_back(rec);
+  }
+  if (!out.empty()) {
+    st.log->info("draining: handing {} jobs over to other members", out.size());
+    persist(self, out, [] {});
+  }
+  return out.size();
+}
+
+/// While draining: once no attempt runs here, the rest is handed over and the node leaves
+/// through the same path as SIGTERM (announced, not taken for a failure).
+void check_drained(coordinator_actor* self) {
+  auto& st = self->state;
+  if (!st.leaving || st.leave_signalled)
+    return;
+  std::vector<job_id> ids;
+  for (auto& [id, rec] : st.jobs)
+    ids.push_back(id);
+  hand_over(self, ids); // e.g. a failed attempt requeued for a retry
+  if (!st.running.empty())
+    return;
+  st.leave_signalled = true;
+  st.log->warn("drained: no attempt runs here any more and the jobs are handed over; leaving");
+  // Give the hand-over's replication a moment, then leave as on SIGTERM.
+  self->delayed_send(self, std::chrono::seconds(1), atoms::shutdown::value, std::string("drain"));
+}
+
+void on_drain(coordinator_actor* self, caf::response_promise rp, const id_request& req) {
+  auto& st = self->state;
+  // NODE: a node id (or a unique prefix of one) or an address.
+  std::vector<const member*> hits;
+  for (auto& m : st.members)
+    if (m.node == req.id || m.address == req.id
+        || (req.id.size() >= 4 && m.node.compare(0, req.id.size(), req.id) == 0))
+      hits.push_back(&m);
+  if (hits.empty() && (req.id == self_node(st) || req.id == st.cfg.address))
+    hits.push_back(nullptr);
+  if (hits.size() > 1)
+    return rp.deliver(make_error(errc::bad_request, "drain: '" + req.id + "' names "
+                                                      + std::to_string(hits.size()) + " nodes"));
+  if (hits.empty())
+    return rp.deliver(make_error(errc::not_found, "drain: no node '" + req.id
+                                                    + "' in the cluster (see monkey nodes)"));
+  auto target = hits.front() ? hits.front()->node : self_node(st);
+  if (target != self_node(st)) {
+    if (req.local)
+      return rp.deliver(make_error(errc::not_found, "drain: this node is not " + req.id));
+    if (!is_alive(st, target))
+      return rp.deliver(make_error(errc::refused, "drain: node " + target + " is not alive"));
+    auto fwd = req;
+    fwd.id = target;
+    fwd.local = true;
+    ask_node(self, target, verb::drain, encode(fwd), std::chrono::seconds(10))
+      .then([=](std::string& body) mutable { rp.deliver(std::move(body)); },
+            [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+    return;
+  }
+  if (alive_nodes(st).size() <= 1)
+    return rp.deliver(make_error(errc::refused, "drain: this node is the only one alive; "
+                                                "there is nobody to hand its jobs to"));
+  if (!st.leaving) {
+    st.leaving = true;
+    st.accepting = false;
+    st.draining = false;
+  }
+  std::vector<job_id> ids;
+  for (auto& [id, rec] : st.jobs)
+    ids.push_back(id);
+  auto handed = hand_over(self, ids);
+  auto running = st.running.size();
+  check_drained(self);
+  rp.deliver(reply(text_reply{
+    "draining node " + self_node(st) + ": " + std::to_string(handed)
+    + " queued jobs handed over; " + std::to_string(running)
+    + " running attempts finish here; it leaves the cluster when they are done"}));
 }
 
 /// This node becomes the owner of a held record whose owner died (the same rendezvous
@@ -2269,7 +2436,11 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
         persist_final(self, rec, [=] { maybe_finish_shutdown(self); });
       else
         persist(self, {rec}, [=] { maybe_finish_shutdown(self); });
+      check_drained(self);
     },
+    // `monkey drain` is done here: leave through the runtime's SIGTERM path (the leave is
+    // announced to the members; nothing runs here any more).
+    [=](atoms::shutdown, const std::string&) { ::kill(::getpid(), SIGTERM); },
     [=](atoms::shutdown, bool drain) {
       auto& st = self->state;
       auto rp = self->make_response_promise();

@@ -39,6 +39,7 @@ const char* to_string(verb v) {
     case verb::peer_ping: return "peer ping";
     case verb::peer_ping_req: return "peer ping-req";
     case verb::peer_replicate: return "peer replicate";
+    case verb::drain: return "drain";
   }
   return "unknown";
 }

@@ -236,6 +236,14 @@ int run_cli(int argc, char** argv, client* shared) {
   why->add_option("ID", job_arg, "job id")->required();
   auto* devices = app.add_subcommand("devices", "devices of the node");
   auto* nodes = app.add_subcommand("nodes", "nodes of the cluster");
+  auto* drain = app.add_subcommand("drain", "planned leave of a node: its queued jobs go to "
+                                            "other nodes now, its running ones finish, then it "
+                                            "leaves");
+  std::string drain_node;
+  bool drain_wait = false;
+  drain->add_option("NODE", drain_node, "node id (or a prefix of 4+ characters) or HOST:PORT")
+    ->required();
+  drain->add_flag("--wait", drain_wait, "wait until the node has left");
   auto* tree = app.add_subcommand("tree", "the node's live supervision tree with restart counts");
   auto* kill = app.add_subcommand("kill", "kill an actor by path; its supervisor restarts it");
   std::string actor_path;
@@ -301,7 +309,7 @@ int run_cli(int argc, char** argv, client* shared) {
       known = known || sub->get_name() == a;
     if (!known)
       return fail("unknown command '" + a + "' (commands: submit, jobs, status, show, logs, "
-                  "cancel, why, devices, nodes, tree, kill, tasks, up, down, certs, console; see --help)", exit_usage);
+                  "cancel, why, devices, nodes, drain, tree, kill, tasks, up, down, certs, console; see --help)", exit_usage);
     break;
   }
   try {
@@ -616,6 +624,32 @@ int run_cli(int argc, char** argv, client* shared) {
                   age(j.submitted_ms).c_str(), (j.ran_on.empty() ? j.owner : j.ran_on).c_str(),
                   j.reason.c_str());
     return 0;
+  }
+
+  if (drain->parsed()) {
+    auto r = c.call<text_reply>(verb::drain, id_request{drain_node, false});
+    if (!r)
+      return fail("drain: " + r.error());
+    std::printf("%s\n", r->text.c_str());
+    if (!drain_wait)
+      return 0;
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      // The node we asked may be the one leaving: ask whichever node answers.
+      auto conn = open_client(g);
+      if (!conn)
+        continue;
+      auto n = (*conn)->call<nodes_reply>(verb::nodes, std::string{});
+      if (!n)
+        continue;
+      for (auto& m : n->members)
+        if ((m.node.compare(0, drain_node.size(), drain_node) == 0 || m.address == drain_node)
+            && (m.state == member_state::left || m.state == member_state::dead)) {
+          std::printf("node %s has %s the cluster\n", m.node.c_str(),
+                      m.state == member_state::left ? "left" : "died and left");
+          return m.state == member_state::left ? 0 : 1;
+        }
+    }
   }
 
   if (nodes->parsed()) {

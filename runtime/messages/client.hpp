@@ -41,6 +41,7 @@ enum class verb : uint16_t {
   peer_ping = 18,
   peer_ping_req = 19,
   peer_replicate = 20, ///< job records to a replica; answered by its coordinator
+  drain = 21,          ///< `monkey drain NODE`: hand the node's jobs over, then leave
 };
 
 const char* to_string(verb v);

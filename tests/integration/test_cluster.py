@@ -181,9 +181,41 @@ def minority_stops(c):
     down(c, [n["pid"] for n in nodes])
 
 
+def drain_node(c):
+    """`monkey drain NODE`: the node's queued jobs go to other owners at once, its running
+    attempts finish there, then it leaves (announced: "left", not dead); no job loses an
+    attempt or runs twice."""
+    r = c.monkey("up", "3", "--no-measure", "--cpus", "1", "--json", timeout=120)
+    nodes = json.loads(r.stdout)["nodes"]
+    ids = [c.monkey("submit", "--name", f"d{i}", "--", "sleep", "2").stdout.strip()
+           .splitlines()[-1] for i in range(9)]
+    victim = nodes[1]
+    status = json.loads(c.monkey("status", "--json", "--address", victim["address"]).stdout)
+    r = c.monkey("drain", status["node"][:8], "--wait", "--address", nodes[0]["address"],
+                 timeout=120)
+    check("handed over" in r.stdout and "has left" in r.stdout, f"drain reports: {r.stdout}")
+    wait_until(lambda: not pid_alive(victim["pid"]), 30, "the drained node's process to exit")
+    m = state_of(c, nodes[0]["address"], victim["pid"])
+    check(m and m["state"] == "left", f"a planned leave, not a failure: {m}")
+    r = c.monkey("submit", "--address", victim["address"], "--", "true", check_rc=False)
+    check(r.returncode != 0, "the drained node accepts nothing any more")
+    finals = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+    js = wait_until(lambda: (lambda js: js if len(js) == 9 and all(
+        j["state"] in finals for j in js) else None)(
+            json.loads(c.monkey("jobs", "--json", "--address", nodes[0]["address"]).stdout)),
+        120, "every job to finish")
+    check(all(j["state"] == "succeeded" and j["attempts"] == 1 for j in js),
+          f"every job succeeded with one attempt (nothing requeued): {js}")
+    r = c.monkey("drain", "nonexistent-node", check_rc=False, env=dict(
+        c.env, MONKEY_ADDRESS=nodes[0]["address"]))
+    check(r.returncode != 0 and "no node" in r.stderr, f"an unknown node is named: {r.stderr}")
+    down(c, [n["pid"] for n in nodes if n is not victim])
+
+
 if __name__ == "__main__":
     run(up_kill9_rejoin)
     run(sigstop_suspect_dead_refute)
     run(planned_leave)
     run(wrong_secret_join)
     run(minority_stops)
+    run(drain_node)

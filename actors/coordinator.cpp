@@ -75,6 +75,11 @@ struct coordinator_state {
   /// Jobs of other owners seen in cluster-wide listings: when every holder of one is
   /// down, `jobs` still lists it, as unavailable (bounded by max_seen, oldest dropped).
   std::map<job_id, job_summary> seen;
+  // Anti-entropy: per peer, the id after which the next digest page starts.
+  std::map<std::string, std::string> ae_cursor;
+  std::set<std::string> ae_in_flight; ///< one page in flight per peer
+  size_t ae_next = 0;
+  uint64_t ae_ticks = 0, ae_taken = 0, ae_sent = 0;
   std::unordered_map<job_id, job_record> held; ///< records held as a replica (owner elsewhere)
   std::unordered_map<job_id, job_record> unsynced; ///< own records waiting for the holders' word
   bool synced = false;
@@ -1501,11 +1506,14 @@ void take_over(coordinator_actor* self, const job_record& rec) {
 
 /// A replica stores what an owner sends; a record this node owns is given up only to a
 /// newer record from its new owner (this node was taken for dead meanwhile).
-void on_replicate(coordinator_actor* self, caf::response_promise rp, replicate_request req) {
+/// Applies records sent by their owner (or fetched by anti-entropy): stores the newer ones
+/// as replicas (or takes over those handed to this node); `answer` gets this node's copies
+/// that are newer than what was sent. Returns what must go to the journal.
+record_list apply_replicas(coordinator_actor* self, const std::vector<job_record>& records,
+                           replicate_reply& answer) {
   auto& st = self->state;
   record_list store;
-  replicate_reply answer;
-  for (auto& rec : req.records) {
+  for (auto& rec : records) {
     if (auto it = st.jobs.find(rec.id); it != st.jobs.end() && it->second.version > rec.version)
       answer.newer.push_back(it->second);
     else if (auto h = st.held.find(rec.id); h != st.held.end() && h->second.version > rec.version)
@@ -1536,6 +1544,13 @@ void on_replicate(coordinator_actor* self, caf::response_promise rp, replicate_r
     st.held[rec.id] = rec;
     store.push_back(rec);
   }
+  return store;
+}
+
+void on_replicate(coordinator_actor* self, caf::response_promise rp, replicate_request req) {
+  auto& st = self->state;
+  replicate_reply answer;
+  auto store = apply_replicas(self, req.records, answer);
   if (store.empty())
     return rp.deliver(reply(answer));
   write_batch batch;
@@ -1545,6 +1560,137 @@ void on_replicate(coordinator_actor* self, caf::response_promise rp, replicate_r
           [=](const caf::error& err) mutable {
             rp.deliver(make_error(errc::journal_failure, "replica write failed: " + describe(err)));
           });
+}
+
+// ---- anti-entropy: replicas reconcile by version, one page in flight per peer --------------
+
+/// The version of the newest copy of `id` here (owned or held; 0 when none).
+uint64_t local_version(const coordinator_state& st, const job_id& id) {
+  uint64_t v = held_version(st, id);
+  if (auto it = st.jobs.find(id); it != st.jobs.end())
+    v = std::max(v, it->second.version);
+  return v;
+}
+
+void on_digest(coordinator_actor* self, caf::response_promise rp, const digest_request& req) {
+  auto& st = self->state;
+  auto after = job_id::parse(req.after);
+  auto limit = std::clamp<uint32_t>(req.limit, 1, 4096);
+  std::vector<digest_entry> all;
+  auto consider = [&](const job_record& rec) {
+    if (after && !(*after < rec.id))
+      return;
+    if (std::find(rec.replicas.begin(), rec.replicas.end(), req.from) == rec.replicas.end())
+      return;
+    all.push_back({rec.id, rec.version});
+  };
+  for (auto& [id, rec] : st.jobs)
+    consider(rec);
+  for (auto& [id, rec] : st.held)
+    if (!st.jobs.count(id))
+      consider(rec);
+  digest_reply r;
+  r.more = all.size() > limit;
+  if (r.more)
+    std::nth_element(all.begin(), all.begin() + limit, all.end(),
+                     [](const digest_entry& a, const digest_entry& b) { return a.id < b.id; });
+  all.resize(std::min<size_t>(all.size(), limit));
+  std::sort(all.begin(), all.end(),
+            [](const digest_entry& a, const digest_entry& b) { return a.id < b.id; });
+  r.entries = std::move(all);
+  rp.deliver(reply(r));
+}
+
+void on_fetch(coordinator_actor* self, caf::response_promise rp, const fetch_request& req) {
+  auto& st = self->state;
+  replicate_request out;
+  out.from = self_node(st);
+  for (auto& id : req.ids) {
+    const job_record* best = nullptr;
+    if (auto it = st.jobs.find(id); it != st.jobs.end())
+      best = &it->second;
+    if (auto h = st.held.find(id); h != st.held.end() && (!best || h->second.version > best->version))
+      best = &h->second;
+    if (best)
+      out.records.push_back(*best);
+  }
+  rp.deliver(reply(out));
+}
+
+/// One anti-entropy step with the next peer (round robin): ask it for a page of the records
+/// it has that list this node as a holder; take the newer ones, send back this node's
+/// newer copies. The cursor moves on per peer; at the end it starts over.
+void anti_entropy_step(coordinator_actor* self) {
+  auto& st = self->state;
+  if (!st.majority || !st.synced || !st.membership || !st.accepting)
+    return;
+  std::vector<std::string> peers;
+  for (auto& n : alive_nodes(st))
+    if (n != self_node(st))
+      peers.push_back(n);
+  if (peers.empty())
+    return;
+  auto peer = peers[st.ae_next++ % peers.size()];
+  if (st.ae_in_flight.count(peer))
+    return;
+  st.ae_in_flight.insert(peer);
+  digest_request req{self_node(st), st.ae_cursor[peer], 512};
+  auto done = [=](size_t taken, size_t sent) {
+    auto& st = self->state;
+    st.ae_in_flight.erase(peer);
+    st.ae_taken += taken;
+    st.ae_sent += sent;
+    if (taken + sent > 0)
+      st.log->info("anti-entropy with {}: took {} newer records, sent {}", peer, taken, sent);
+  };
+  ask_node(self, peer, verb::peer_digest, encode(req), std::chrono::seconds(5))
+    .then(
+      [=](const std::string& body) {
+        auto& st = self->state;
+        auto r = decode<digest_reply>(body, "digest");
+        if (!r)
+          return done(0, 0);
+        st.ae_cursor[peer] = r->more && !r->entries.empty() ? r->entries.back().id.str() : "";
+        fetch_request want{self_node(st), {}};
+        replicate_request push{self_node(st), {}};
+        for (auto& e : r->entries) {
+          auto mine = local_version(st, e.id);
+          if (e.version > mine)
+            want.ids.push_back(e.id);
+          else if (mine > e.version) {
+            if (auto it = st.jobs.find(e.id); it != st.jobs.end() && it->second.version == mine)
+              push.records.push_back(it->second);
+            else if (auto h = st.held.find(e.id); h != st.held.end())
+              push.records.push_back(h->second);
+          }
+        }
+        auto sent = push.records.size();
+        if (sent > 0)
+          ask_node(self, peer, verb::peer_replicate, encode(push), std::chrono::seconds(5))
+            .then([](const std::string&) {}, [](const caf::error&) {});
+        if (want.ids.empty())
+          return done(0, sent);
+        ask_node(self, peer, verb::peer_fetch, encode(want), std::chrono::seconds(5))
+          .then(
+            [=](const std::string& body) {
+              auto recs = decode<replicate_request>(body, "fetch");
+              if (!recs)
+                return done(0, sent);
+              replicate_reply ignored;
+              auto store = apply_replicas(self, recs->records, ignored);
+              auto taken = store.size();
+              if (!store.empty()) {
+                write_batch batch;
+                batch.records = std::move(store);
+                self->request(self->state.journal, caf::infinite, atoms::write::value,
+                              std::move(batch))
+                  .then([](bool) {}, [](const caf::error&) {});
+              }
+              done(taken, sent);
+            },
+            [=](const caf::error&) { done(0, sent); });
+      },
+      [=](const caf::error&) { done(0, 0); });
 }
 
 void on_drain(coordinator_actor* self, caf::response_promise rp, const id_request& req);
@@ -1597,6 +1743,20 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
       if (!req)
         return rp.deliver(make_error(errc::bad_request, req.error()));
       return on_replicate(self, rp, std::move(*req));
+    }
+    case verb::peer_digest: {
+      auto req = decode<digest_request>(env.body, "peer digest");
+      if (!req)
+        return rp.deliver(make_error(errc::bad_request, req.error()));
+      return on_digest(self, rp, *req);
+    }
+    case verb::peer_fetch: {
+      auto req = decode<fetch_request>(env.body, "peer fetch");
+      if (!req)
+        return rp.deliver(make_error(errc::bad_request, req.error()));
+      if (req->ids.size() > 4096)
+        return rp.deliver(make_error(errc::bad_request, "peer fetch: more than 4096 ids"));
+      return on_fetch(self, rp, *req);
     }
     case verb::drain: {
       auto req = decode<id_request>(env.body, "drain");
@@ -2161,6 +2321,9 @@ void on_members(coordinator_actor* self) {
 /// enough for the others' death verdict, if any, to arrive and fence the jobs first.
 constexpr int64_t hold_after_pause_ms = 4000;
 
+/// One anti-entropy page every 5 ticks (1 s), each with the next peer in turn.
+constexpr uint64_t anti_entropy_every_ticks = 5;
+
 /// True (and the current message kept for later) while outcomes are on hold: this
 /// process was just paused, and the others may have declared it dead and adopted its jobs.
 /// An outcome recorded now would be a second final state next to the adopter's.
@@ -2398,6 +2561,8 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
       if (st.last_tick_ms != 0 && now - st.last_tick_ms > 1200)
         st.hold_until = now + hold_after_pause_ms;
       st.last_tick_ms = now;
+      if (++st.ae_ticks % anti_entropy_every_ticks == 0)
+        anti_entropy_step(self);
       if (!st.on_hold.empty() && now >= st.hold_until && (st.majority || !st.accepting)) {
         auto msgs = std::move(st.on_hold);
         st.on_hold.clear();

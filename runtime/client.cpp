@@ -40,6 +40,8 @@ const char* to_string(verb v) {
     case verb::peer_ping_req: return "peer ping-req";
     case verb::peer_replicate: return "peer replicate";
     case verb::drain: return "drain";
+    case verb::peer_digest: return "peer digest";
+    case verb::peer_fetch: return "peer fetch";
   }
   return "unknown";
 }

@@ -42,6 +42,8 @@ enum class verb : uint16_t {
   peer_ping_req = 19,
   peer_replicate = 20, ///< job records to a replica; answered by its coordinator
   drain = 21,          ///< `monkey drain NODE`: hand the node's jobs over, then leave
+  peer_digest = 22,    ///< anti-entropy: one page of (id, version) the asker should hold
+  peer_fetch = 23,     ///< anti-entropy: the records of the given ids
 };
 
 const char* to_string(verb v);
@@ -89,6 +91,33 @@ struct replicate_request {
 /// adopted by another owner meanwhile, in a later ownership term). A sender whose final
 /// state meets a newer copy does not commit it: the first final state committed on the
 /// holders stands.
+/// Anti-entropy (docs/cluster.md): a page of the records the answering node owns or holds
+/// that list `from` among their holders, ids after `after`, at most `limit`.
+struct digest_request {
+  std::string from;
+  std::string after; ///< job id text; "" = from the start
+  uint32_t limit = 512;
+  MSGPACK_DEFINE_MAP(from, after, limit);
+};
+
+struct digest_entry {
+  job_id id;
+  uint64_t version = 0;
+  MSGPACK_DEFINE_MAP(id, version);
+};
+
+struct digest_reply {
+  std::vector<digest_entry> entries; ///< ascending ids
+  bool more = false;                 ///< another page follows
+  MSGPACK_DEFINE_MAP(entries, more);
+};
+
+struct fetch_request {
+  std::string from;
+  std::vector<job_id> ids;
+  MSGPACK_DEFINE_MAP(from, ids);
+};
+
 struct replicate_reply {
   std::vector<job_record> newer;
   MSGPACK_DEFINE_MAP(newer);

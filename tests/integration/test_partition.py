@@ -302,6 +302,25 @@ def final_transitions(data_dirs):
     return out
 
 
+def current_records(data_dirs):
+    """job id -> {node id: (version, state)} of each journal's current record."""
+    out = {}
+    for d in data_dirs:
+        db = sqlite3.connect(f"file:{os.path.join(d, 'journal.db')}?mode=ro", uri=True)
+        try:
+            node = db.execute("SELECT value FROM meta WHERE key='node_id'").fetchone()[0]
+            for job, version, state in db.execute("SELECT id, version, state FROM jobs"):
+                out.setdefault(job, {})[node] = (version, state)
+        finally:
+            db.close()
+    return out
+
+
+def holders_agree_detail(nodes, ids):
+    recs = current_records(nodes.data.values())
+    return {j: recs.get(j) for j in ids}
+
+
 def state_of(nodes, observer, target_pid):
     ms = nodes.nodes_json(observer)
     for m in ms or []:
@@ -372,6 +391,26 @@ def scenario(c, mode):
         for jid in ids:
             versions = {v for v, _ in finals[jid]}
             check(len(versions) == 1, f"job {jid}: exactly one final state: {finals[jid]}")
+        # Anti-entropy: every holder of each job converges on the newest record.
+        def holders_agree():
+            recs = current_records(nodes.data.values())
+            bad = {}
+            for jid in ids:
+                views = recs.get(jid, {})
+                newest = max(views.values()) if views else None
+                holders = json.loads(nodes.monkey("n1", "show", jid, "--json").stdout)["replicas"]
+                for h in holders:
+                    if views.get(h) != newest:
+                        bad[jid] = (h, views.get(h), newest)
+            return None if bad else True
+        try:
+            wait_until(lambda: holders_agree() or None, 60, "the holders of every job to agree",
+                       interval=1)
+        except Exception:
+            raise RuntimeError(f"holders disagree: {holders_agree_detail(nodes, ids)}")
+        ae = sum(open(os.path.join(d, "runtime.log")).read().count("anti-entropy with")
+                 for d in nodes.data.values())
+        print(f"[{mode}] holders agree ({ae} anti-entropy exchanges moved records)", flush=True)
         print(f"[{mode}] {len(ids)} jobs, each with exactly one final state; n3 rejoined as "
               f"incarnation {m['incarnation']} ({n3_id})", flush=True)
     finally:

@@ -57,39 +57,42 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-x509_ptr read_cert(const std::string& path, std::string& problem) {
+/// Reads one PEM object from `path` with `read` (PEM_read_X509, PEM_read_PrivateKey);
+/// `problem` names the file and what is wrong when it fails.
+template <class Ptr, class Read>
+Ptr read_pem(const std::string& path, std::string& problem, Read read, const char* what) {
   file_ptr f{std::fopen(path.c_str(), "r")};
   if (!f) {
     problem = path + ": " + std::strerror(errno);
     return nullptr;
   }
-  x509_ptr x{PEM_read_X509(f.get(), nullptr, nullptr, nullptr)};
-  if (!x)
-    problem = path + " is not a PEM certificate (" + ssl_error() + ")";
-  return x;
+  Ptr p{read(f.get(), nullptr, nullptr, nullptr)};
+  if (!p)
+    problem = path + " is not " + what + " (" + ssl_error() + ")";
+  return p;
+}
+
+x509_ptr read_cert(const std::string& path, std::string& problem) {
+  return read_pem<x509_ptr>(path, problem, PEM_read_X509, "a PEM certificate");
 }
 
 pkey_ptr read_key(const std::string& path, std::string& problem) {
-  file_ptr f{std::fopen(path.c_str(), "r")};
-  if (!f) {
-    problem = path + ": " + std::strerror(errno);
-    return nullptr;
-  }
-  pkey_ptr k{PEM_read_PrivateKey(f.get(), nullptr, nullptr, nullptr)};
-  if (!k)
-    problem = path + " is not a PEM private key without passphrase (" + ssl_error() + ")";
-  return k;
+  return read_pem<pkey_ptr>(path, problem, PEM_read_PrivateKey,
+                            "a PEM private key without passphrase");
 }
 
-std::string write_key(const std::string& path, EVP_PKEY* key) {
+/// Writes `path` atomically (a temporary file, fsync, rename) through `write`; `secret`
+/// files are created 0600.
+template <class Write>
+std::string write_pem(const std::string& path, bool secret, Write write) {
   auto tmp = path + ".tmp";
   ::unlink(tmp.c_str());
-  auto old = ::umask(077);
+  auto old = ::umask(secret ? 077 : 022);
   file_ptr f{std::fopen(tmp.c_str(), "w")};
   ::umask(old);
   if (!f)
     return tmp + ": " + std::strerror(errno);
-  if (PEM_write_PrivateKey(f.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1)
+  if (write(f.get()) != 1)
     return "cannot write " + path + ": " + ssl_error();
   if (std::fflush(f.get()) != 0 || ::fsync(fileno(f.get())) != 0)
     return "cannot write " + path + ": " + std::strerror(errno);
@@ -99,19 +102,14 @@ std::string write_key(const std::string& path, EVP_PKEY* key) {
   return {};
 }
 
+std::string write_key(const std::string& path, EVP_PKEY* key) {
+  return write_pem(path, true, [&](FILE* f) {
+    return PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr, nullptr);
+  });
+}
+
 std::string write_cert(const std::string& path, X509* cert) {
-  auto tmp = path + ".tmp";
-  file_ptr f{std::fopen(tmp.c_str(), "w")};
-  if (!f)
-    return tmp + ": " + std::strerror(errno);
-  if (PEM_write_X509(f.get(), cert) != 1)
-    return "cannot write " + path + ": " + ssl_error();
-  if (std::fflush(f.get()) != 0 || ::fsync(fileno(f.get())) != 0)
-    return "cannot write " + path + ": " + std::strerror(errno);
-  f.reset();
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    return "cannot rename " + tmp + ": " + std::strerror(errno);
-  return {};
+  return write_pem(path, false, [&](FILE* f) { return PEM_write_X509(f, cert); });
 }
 
 pkey_ptr new_key() {

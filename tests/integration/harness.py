@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -145,6 +146,59 @@ class Cluster:
                                 os.rmdir(os.path.join(base, "monkey-" + node_id))
                             except OSError:
                                 pass
+
+
+def refused_joiner(c, name, args, env=None, timeout=30):
+    """Starts a runtime that tries to join with `args` and must be refused: waits until its
+    log reports "cannot join through", stops it, and returns (pid, log text)."""
+    data = os.path.join(c.home, name)
+    log = open(os.path.join(c.home, f"{name}.stderr"), "ab")
+    proc = subprocess.Popen([RUNTIME, "--listen", "127.0.0.1:0", "--data-dir", data,
+                             "--no-measure", *args],
+                            env=env or c.env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        runtime_log = os.path.join(data, "runtime.log")
+        wait_until(lambda: os.path.exists(runtime_log)
+                   and "cannot join through" in open(runtime_log).read(), timeout,
+                   f"{name} to report its refusal")
+        return proc.pid, open(runtime_log).read()
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def journal_rows(data_dirs, query):
+    """(node id, row) for every row `query` returns from each data directory's journal
+    (read-only; directories without a journal are skipped)."""
+    for d in data_dirs:
+        path = os.path.join(d, "journal.db")
+        if not os.path.exists(path):
+            continue
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            node = db.execute("SELECT value FROM meta WHERE key='node_id'").fetchone()[0]
+            for row in db.execute(query):
+                yield node, row
+        finally:
+            db.close()
+
+
+def final_versions(data_dirs):
+    """job id -> set of (version, state) of final transitions, over every journal."""
+    out = {}
+    for _, (job, version, state) in journal_rows(
+            data_dirs, "SELECT job_id, version, state FROM transitions WHERE state >= 2"):
+        out.setdefault(job, set()).add((version, state))
+    return out
+
+
+def current_versions(data_dirs):
+    """job id -> {node id: (version, state)} of each journal's current record."""
+    out = {}
+    for node, (job, version, state) in journal_rows(data_dirs,
+                                                    "SELECT id, version, state FROM jobs"):
+        out.setdefault(job, {})[node] = (version, state)
+    return out
 
 
 def pid_alive(pid):

@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 
-from harness import RUNTIME, check, pid_alive, run, wait_until
+from harness import RUNTIME, check, pid_alive, refused_joiner, run, wait_until
 
 
 def up(c, n):
@@ -113,24 +113,11 @@ def wrong_secret_join(c):
     with open(other, "w") as f:
         f.write("f" * 64 + "\n")
     os.chmod(other, 0o600)
-    data = os.path.join(c.home, "intruder")
-    log = open(os.path.join(c.home, "intruder.stderr"), "ab")
-    proc = subprocess.Popen([RUNTIME, "--listen", "127.0.0.1:0", "--data-dir", data,
-                             "--no-measure", "--secret-file", other,
-                             "--join", nodes[0]["address"]],
-                            env=c.env, stdout=log, stderr=log, start_new_session=True)
-    try:
-        runtime_log = os.path.join(data, "runtime.log")
-        wait_until(lambda: os.path.exists(runtime_log)
-                   and "cannot join through" in open(runtime_log).read(), 30,
-                   "the intruder to report its refusal")
-        text = open(runtime_log).read()
-        check("secret" in text, f"the refusal names the secret: {text[-800:]}")
-        ms = members(c, nodes[0]["address"])
-        check(proc.pid not in ms and len(ms) == 2, f"the intruder is not a member: {ms}")
-    finally:
-        proc.kill()
-        proc.wait(10)
+    pid, text = refused_joiner(c, "intruder", ["--secret-file", other, "--join",
+                                               nodes[0]["address"]])
+    check("secret" in text, f"the refusal names the secret: {text[-800:]}")
+    ms = members(c, nodes[0]["address"])
+    check(pid not in ms and len(ms) == 2, f"the intruder is not a member: {ms}")
     down(c, [n["pid"] for n in nodes])
 
 

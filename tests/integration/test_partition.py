@@ -16,14 +16,14 @@ import os
 import select
 import shutil
 import socket
-import sqlite3
 import struct
 import subprocess
 import sys
 import threading
 import time
 
-from harness import MONKEY, RUNTIME, Cluster, check, wait_until
+from harness import (MONKEY, RUNTIME, Cluster, check, current_versions, final_versions,
+                     wait_until)
 
 FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 SKIP = 77
@@ -288,36 +288,8 @@ def free_port():
     return port
 
 
-def final_transitions(data_dirs):
-    """job id -> set of (version, state) of final transitions over every journal."""
-    out = {}
-    for d in data_dirs:
-        db = sqlite3.connect(f"file:{os.path.join(d, 'journal.db')}?mode=ro", uri=True)
-        try:
-            for job, version, state in db.execute(
-                    "SELECT job_id, version, state FROM transitions WHERE state >= 2"):
-                out.setdefault(job, set()).add((version, state))
-        finally:
-            db.close()
-    return out
-
-
-def current_records(data_dirs):
-    """job id -> {node id: (version, state)} of each journal's current record."""
-    out = {}
-    for d in data_dirs:
-        db = sqlite3.connect(f"file:{os.path.join(d, 'journal.db')}?mode=ro", uri=True)
-        try:
-            node = db.execute("SELECT value FROM meta WHERE key='node_id'").fetchone()[0]
-            for job, version, state in db.execute("SELECT id, version, state FROM jobs"):
-                out.setdefault(job, {})[node] = (version, state)
-        finally:
-            db.close()
-    return out
-
-
 def holders_agree_detail(nodes, ids):
-    recs = current_records(nodes.data.values())
+    recs = current_versions(nodes.data.values())
     return {j: recs.get(j) for j in ids}
 
 
@@ -387,13 +359,13 @@ def scenario(c, mode):
         check(sorted(j["id"] for j in js) == sorted(ids), "every job listed once")
         check(all(j["state"] == "succeeded" for j in js), f"every job succeeded: {js}")
         finals = wait_until(lambda: (lambda f: f if all(f.get(j) for j in ids) else None)(
-            final_transitions(nodes.data.values())), 60, "the finals in the journals")
+            final_versions(nodes.data.values())), 60, "the finals in the journals")
         for jid in ids:
             versions = {v for v, _ in finals[jid]}
             check(len(versions) == 1, f"job {jid}: exactly one final state: {finals[jid]}")
         # Anti-entropy: every holder of each job converges on the newest record.
         def holders_agree():
-            recs = current_records(nodes.data.values())
+            recs = current_versions(nodes.data.values())
             bad = {}
             for jid in ids:
                 views = recs.get(jid, {})

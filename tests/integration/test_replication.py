@@ -6,10 +6,9 @@ second final state; the old owner, restarted on its data directory, hands over."
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 
-from harness import RUNTIME, check, run, wait_until
+from harness import RUNTIME, check, final_versions, run, wait_until
 
 FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 
@@ -33,28 +32,11 @@ def all_final(c, address, count):
     return None
 
 
-def final_versions(c, data_dirs):
-    """job id -> set of (version, state) of final transitions, over every journal."""
-    out = {}
-    for d in data_dirs:
-        path = os.path.join(d, "journal.db")
-        if not os.path.exists(path):
-            continue
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            for job, version, state in db.execute(
-                    "SELECT job_id, version, state FROM transitions WHERE state >= 2"):
-                out.setdefault(job, set()).add((version, state))
-        finally:
-            db.close()
-    return out
-
-
 def one_final_each(c, data_dirs, ids):
     """Waits until every job's final transition is in a journal, then checks that each
     has exactly one final state (one version) across all journals."""
     finals = wait_until(lambda: (lambda f: f if all(f.get(j) for j in ids) else None)(
-        final_versions(c, data_dirs)), 30, "the final transitions in the journals")
+        final_versions(data_dirs)), 30, "the final transitions in the journals")
     for jid in ids:
         versions = {v for v, _ in finals[jid]}
         check(len(versions) == 1, f"job {jid}: exactly one final state: {finals[jid]}")

@@ -9,9 +9,8 @@ import os
 import signal
 import socket
 import ssl
-import subprocess
 
-from harness import RUNTIME, check, run, wait_until
+from harness import check, refused_joiner, run, wait_until
 
 
 def members(c, address, env=None):
@@ -103,25 +102,12 @@ def tls_cluster(c):
     check("alive: 3" in r.stdout, f"the right certificates get in: {r.stdout}")
 
     # A node with another CA's certificate cannot join, and the cluster stays up.
-    data = os.path.join(c.home, "intruder")
-    log = open(os.path.join(c.home, "intruder.stderr"), "ab")
-    proc = subprocess.Popen([RUNTIME, "--listen", "127.0.0.1:0", "--data-dir", data,
-                             "--no-measure", "--tls-dir", other, "--join",
-                             nodes[0]["address"]],
-                            env=c.env, stdout=log, stderr=log, start_new_session=True)
-    try:
-        runtime_log = os.path.join(data, "runtime.log")
-        wait_until(lambda: os.path.exists(runtime_log)
-                   and "cannot join through" in open(runtime_log).read(), 30,
-                   "the intruder to report its refusal")
-        text = open(runtime_log).read()
-        check("TLS handshake" in text, f"the refusal names TLS: {text[-800:]}")
-        ms = members(c, nodes[0]["address"], env=dict(c.env, MONKEY_TLS_DIR=certs))
-        check(ms is not None and proc.pid not in ms and len(ms) == 3,
-              f"the intruder is not a member: {ms}")
-    finally:
-        proc.kill()
-        proc.wait(10)
+    pid, text = refused_joiner(c, "intruder", ["--tls-dir", other, "--join",
+                                               nodes[0]["address"]])
+    check("TLS handshake" in text, f"the refusal names TLS: {text[-800:]}")
+    ms = members(c, nodes[0]["address"], env=dict(c.env, MONKEY_TLS_DIR=certs))
+    check(ms is not None and pid not in ms and len(ms) == 3,
+          f"the intruder is not a member: {ms}")
 
     # kill -9 over TLS: confirmed dead by a refused connection; its jobs are not lost.
     tls_env = dict(c.env, MONKEY_TLS_DIR=certs)
@@ -139,23 +125,10 @@ def version_mismatch(c):
     r = c.monkey("nodes", "--address", nodes[0]["address"], check_rc=False, env=env)
     check(r.returncode != 0 and "another Monkey protocol version" in r.stderr,
           f"a client of another version is told: {r.stderr}")
-    data = os.path.join(c.home, "future")
-    log = open(os.path.join(c.home, "future.stderr"), "ab")
-    proc = subprocess.Popen([RUNTIME, "--listen", "127.0.0.1:0", "--data-dir", data,
-                             "--no-measure", "--join", nodes[0]["address"]],
-                            env=env, stdout=log, stderr=log, start_new_session=True)
-    try:
-        runtime_log = os.path.join(data, "runtime.log")
-        wait_until(lambda: os.path.exists(runtime_log)
-                   and "cannot join through" in open(runtime_log).read(), 30,
-                   "the other version to report its refusal")
-        text = open(runtime_log).read()
-        check("protocol version" in text, f"the refusal names the version: {text[-800:]}")
-        ms = members(c, nodes[0]["address"])
-        check(ms is not None and len(ms) == 1, f"not a member: {ms}")
-    finally:
-        proc.kill()
-        proc.wait(10)
+    pid, text = refused_joiner(c, "future", ["--join", nodes[0]["address"]], env=env)
+    check("protocol version" in text, f"the refusal names the version: {text[-800:]}")
+    ms = members(c, nodes[0]["address"])
+    check(ms is not None and len(ms) == 1, f"not a member: {ms}")
     c.monkey("down", timeout=120)
 
 

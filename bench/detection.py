@@ -10,7 +10,9 @@ The moment of the declaration is read from n1's log line ("member X ... is dead"
 clock is this machine's. Median, min and max of TRIALS each; after each trial the victim is
 restarted (kill -9) or resumed (SIGSTOP) and must be seen alive again.
 For scale: Ray's defaults take 20 s or more to declare a node dead; Akka's detector ~5.5 s.
-    python3 bench/detection.py [TRIALS]"""
+Runs the same trials on a plain cluster and on a TLS cluster (`monkey up 3 --tls`), side by
+side.
+    python3 bench/detection.py [TRIALS] [plain|tls|both]"""
 import datetime
 import json
 import os
@@ -24,6 +26,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../tests/integration
 from harness import RUNTIME, Cluster, wait_until  # noqa: E402
 
 TRIALS = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+MODES = {"plain": [False], "tls": [True], "both": [False, True]}[
+    sys.argv[2] if len(sys.argv) > 2 else "both"]
 
 
 def log_time(line):
@@ -47,10 +51,13 @@ def node_ids(c, address):
     return {m["pid"]: m for m in json.loads(out)}
 
 
-def main():
+def main(tls):
     c = Cluster("bench-detect")
     try:
-        nodes = json.loads(c.monkey("up", "3", "--no-measure", "--json", timeout=120).stdout)["nodes"]
+        extra = ["--tls"] if tls else []
+        nodes = json.loads(c.monkey("up", "3", "--no-measure", "--json", *extra,
+                                    timeout=120).stdout)["nodes"]
+        tls_args = ["--tls-dir", os.path.join(c.home, "certs")] if tls else []
         n1 = nodes[0]
         log = os.path.join(n1["data_dir"], "runtime.log")
         victim = nodes[2]
@@ -65,7 +72,7 @@ def main():
             kill_times.append(t - t0)
             p = subprocess.Popen([RUNTIME, "--listen", victim["address"], "--data-dir",
                                   victim["data_dir"], "--no-measure", "--cpus", "1", "--join",
-                                  n1["address"]], env=c.env, stdout=subprocess.DEVNULL,
+                                  n1["address"], *tls_args], env=c.env, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL, start_new_session=True)
             procs.append(p)
             pid = p.pid
@@ -82,7 +89,7 @@ def main():
                        30, "refutation")
             time.sleep(0.5)
         for name, xs, goal in (("kill -9", kill_times, 0.5), ("SIGSTOP", stop_times, 3.0)):
-            print(f"{name:8s} detection: median {statistics.median(xs) * 1000:.0f} ms, "
+            print(f"{'TLS' if tls else 'plain':5s} {name:8s} detection: median {statistics.median(xs) * 1000:.0f} ms, "
                   f"min {min(xs) * 1000:.0f} ms, max {max(xs) * 1000:.0f} ms over {len(xs)} "
                   f"trials (goal <= {goal * 1000:.0f} ms)")
         for p in procs:
@@ -94,4 +101,5 @@ def main():
             c.close()
 
 
-main()
+for mode in MODES:
+    main(mode)

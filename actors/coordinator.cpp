@@ -80,6 +80,10 @@ struct coordinator_state {
   std::set<std::string> ae_in_flight; ///< one page in flight per peer
   size_t ae_next = 0;
   uint64_t ae_ticks = 0, ae_taken = 0, ae_sent = 0;
+  // Placement across nodes: queued jobs offered to another node, until when (ms); the
+  // nodes that refused a job in the current round.
+  std::map<job_id, int64_t> offered;
+  std::map<job_id, std::set<std::string>> refused_by;
   std::unordered_map<job_id, job_record> held; ///< records held as a replica (owner elsewhere)
   std::unordered_map<job_id, job_record> unsynced; ///< own records waiting for the holders' word
   bool synced = false;
@@ -552,6 +556,9 @@ std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_i
     q.need = need_of(rec.spec);
     q.timeout_s = rec.spec.timeout_s;
     q.blocked = st.accepting ? wait : "the node is draining: it starts no new attempts";
+    if (q.blocked.empty())
+      if (auto o = st.offered.find(id); o != st.offered.end() && o->second > now_ms())
+        q.blocked = "offered to another node (a reservation request is under way)";
     queue.push_back(std::move(q));
   }
   return queue;
@@ -1694,6 +1701,7 @@ void anti_entropy_step(coordinator_actor* self) {
 }
 
 void on_drain(coordinator_actor* self, caf::response_promise rp, const id_request& req);
+void on_reserve(coordinator_actor* self, caf::response_promise rp, replicate_request req);
 
 void on_envelope(coordinator_actor* self, const envelope& env) {
   auto rp = self->make_response_promise();
@@ -1757,6 +1765,12 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
       if (req->ids.size() > 4096)
         return rp.deliver(make_error(errc::bad_request, "peer fetch: more than 4096 ids"));
       return on_fetch(self, rp, *req);
+    }
+    case verb::peer_reserve: {
+      auto req = decode<replicate_request>(env.body, "peer reserve");
+      if (!req)
+        return rp.deliver(make_error(errc::bad_request, req.error()));
+      return on_reserve(self, rp, std::move(*req));
     }
     case verb::drain: {
       auto req = decode<id_request>(env.body, "drain");
@@ -1960,6 +1974,138 @@ std::vector<std::string> refreshed_holders(const coordinator_state& st, const jo
     if (out.size() < st.cfg.replicas)
       out.push_back(n);
   return out;
+}
+
+// ---- placement across nodes: reservations ------------------------------------------------
+
+/// A queued job waits at least this long here before it is offered to another node.
+constexpr int64_t offer_after_ms = 1000;
+/// How long an unanswered offer keeps the job from being started or offered again (the
+/// other node may have taken it: its record then arrives by replication or anti-entropy).
+constexpr int64_t offer_unanswered_ms = 10'000;
+constexpr size_t offers_per_round = 4;
+
+/// The other node's answer to "run this job now": it is the only authority over its slots.
+/// It grants only if its own placement (strict priority, FCFS, backfill, its own queue
+/// included) would start the job now; it then owns the job (a new ownership term,
+/// replicated before the answer) and starts it. Otherwise it refuses, saying why.
+void on_reserve(coordinator_actor* self, caf::response_promise rp, replicate_request req) {
+  auto& st = self->state;
+  if (req.records.size() != 1)
+    return rp.deliver(make_error(errc::bad_request, "peer reserve: one record expected"));
+  auto rec = std::move(req.records.front());
+  auto refuse = [&](const std::string& why) {
+    rp.deliver(reply(text_reply{"refused: " + why}));
+  };
+  if (!st.accepting || st.leaving || !st.majority || !st.synced)
+    return refuse("this node accepts no work now");
+  if (rec.state != job_state::queued || !rec.spec.after.empty())
+    return refuse("only queued jobs without dependencies are placed elsewhere");
+  if (local_version(st, rec.id) > rec.version || st.running.count(rec.id))
+    return refuse("this node has a newer record of the job");
+  auto need = need_of(rec.spec);
+  if (auto never = never_fits(st.cfg.total, need); !never.empty())
+    return refuse(never);
+  auto queue = placement_queue(st, nullptr);
+  queued_job q;
+  q.id = rec.id;
+  q.priority = rec.spec.priority;
+  q.submit_seq = st.next_seq + 1;
+  q.need = need;
+  q.timeout_s = rec.spec.timeout_s;
+  queue.push_back(q);
+  auto plan = plan_placement(st.cfg.total, placement_running(st), std::move(queue), now_ms(),
+                             false);
+  if (std::find(plan.start.begin(), plan.start.end(), rec.id) == plan.start.end())
+    return refuse("no free slots for it now");
+  auto from = rec.owner.str();
+  rec.owner = st.cfg.node;
+  rec.version = next_term(rec.version);
+  rec.submit_seq = ++st.next_seq;
+  touch(rec, job_state::queued, "placed on " + self_node(st) + " by a reservation from " + from);
+  std::vector<std::string> holders{self_node(st)};
+  if (is_alive(st, from))
+    holders.push_back(from);
+  rec.replicas = holders;
+  rec.replicas = refreshed_holders(st, rec);
+  take_over(self, rec);
+  persist(self, {rec}, [=]() mutable {
+    rp.deliver(reply(text_reply{"granted"}));
+    request_schedule(self);
+  });
+}
+
+/// Offers queued jobs that cannot start here to other nodes, one candidate at a time
+/// (rendezvous order among the alive members whose size fits the job), a few per round.
+void offer_queued(coordinator_actor* self) {
+  auto& st = self->state;
+  auto now = now_ms();
+  size_t expired = 0;
+  for (auto it = st.offered.begin(); it != st.offered.end();) {
+    if (it->second <= now) {
+      it = st.offered.erase(it);
+      ++expired;
+    } else {
+      ++it;
+    }
+  }
+  if (expired > 0)
+    request_schedule(self); // an unanswered offer no longer holds those jobs back
+  if (!st.accepting || st.leaving || !st.majority || !st.membership || st.queued.empty())
+    return;
+  auto plan = plan_placement(st.cfg.total, placement_running(st), placement_queue(st, nullptr),
+                             now, false);
+  size_t sent = 0;
+  for (auto& [seq, id] : st.queued) {
+    if (sent >= offers_per_round)
+      break;
+    auto& rec = st.jobs[id];
+    if (st.offered.count(id) || !rec.spec.after.empty() || now - rec.updated_ms < offer_after_ms
+        || std::find(plan.start.begin(), plan.start.end(), id) != plan.start.end())
+      continue;
+    auto need = need_of(rec.spec);
+    std::vector<std::string> fit;
+    for (auto& m : st.members)
+      if (m.node != self_node(st) && m.state == member_state::alive && m.cpus >= need.cpus
+          && m.gpus >= need.gpus)
+        fit.push_back(m.node);
+    auto& refused = st.refused_by[id];
+    std::string target;
+    for (auto& n : rendezvous_rank(id.str(), fit))
+      if (!refused.count(n)) {
+        target = n;
+        break;
+      }
+    if (target.empty()) {
+      refused.clear(); // every candidate said no: a new round later
+      continue;
+    }
+    st.offered[id] = now + offer_unanswered_ms;
+    ++sent;
+    replicate_request req{self_node(st), {rec}};
+    ask_node(self, target, verb::peer_reserve, encode(req), std::chrono::seconds(3))
+      .then(
+        [=](const std::string& body) {
+          auto& st = self->state;
+          auto r = decode<text_reply>(body, "reserve");
+          if (r && r->text == "granted") {
+            st.refused_by.erase(id);
+            st.log->info("job {} placed on {} by reservation", id.short_str(), target);
+            return; // its record (owner: the target) arrives by replication
+          }
+          SPDLOG_LOGGER_DEBUG(st.log, "job {}: {} {}", id.short_str(), target,
+                              r ? r->text : r.error());
+          st.refused_by[id].insert(target);
+          st.offered.erase(id);
+          request_schedule(self); // it may start here after all
+        },
+        [=](const caf::error& err) {
+          // Unanswered: the target may have taken the job. Nothing starts or offers it
+          // here until offer_unanswered_ms has passed; by then its record has arrived if so.
+          self->state.log->warn("reservation request for job {} to {}: {}", id.short_str(),
+                                target, describe(err));
+        });
+  }
 }
 
 // ---- drain: a planned leave that hands the jobs over ----------------------------------
@@ -2561,8 +2707,10 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
       if (st.last_tick_ms != 0 && now - st.last_tick_ms > 1200)
         st.hold_until = now + hold_after_pause_ms;
       st.last_tick_ms = now;
-      if (++st.ae_ticks % anti_entropy_every_ticks == 0)
+      if (++st.ae_ticks % anti_entropy_every_ticks == 0) {
         anti_entropy_step(self);
+        offer_queued(self);
+      }
       if (!st.on_hold.empty() && now >= st.hold_until && (st.majority || !st.accepting)) {
         auto msgs = std::move(st.on_hold);
         st.on_hold.clear();

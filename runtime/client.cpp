@@ -42,6 +42,7 @@ const char* to_string(verb v) {
     case verb::drain: return "drain";
     case verb::peer_digest: return "peer digest";
     case verb::peer_fetch: return "peer fetch";
+    case verb::peer_reserve: return "peer reserve";
   }
   return "unknown";
 }

@@ -44,6 +44,7 @@ enum class verb : uint16_t {
   drain = 21,          ///< `monkey drain NODE`: hand the node's jobs over, then leave
   peer_digest = 22,    ///< anti-entropy: one page of (id, version) the asker should hold
   peer_fetch = 23,     ///< anti-entropy: the records of the given ids
+  peer_reserve = 24,   ///< placement: "run this job now?" (granted: it owns the job)
 };
 
 const char* to_string(verb v);

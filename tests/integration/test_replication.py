@@ -212,8 +212,28 @@ def replicas_down(c):
     c.monkey("down", timeout=120)
 
 
+def placement_by_reservation(c):
+    """Queued jobs whose owner is busy run on other nodes: the owner asks another node for
+    a reservation, the node grants it only when its own placement would start the job now
+    (it then owns the job), or refuses; every job runs once, with one final state."""
+    n1 = c.start("n1", "--cpus", "1")
+    ids = [c.submit("--name", f"r{i}", "--", "sleep", "2") for i in range(8)]
+    for name in ("n2", "n3"):
+        c.start(name, "--cpus", "1", "--join", n1["address"])
+    c.env["MONKEY_ADDRESS"] = n1["address"]
+    js = wait_until(lambda: all_final(c, n1["address"], 8), 120, "the 8 jobs to finish")
+    check(all(j["state"] == "succeeded" and j["attempts"] == 1 for j in js),
+          f"every job succeeded with one attempt: {js}")
+    ran_on = {j["ran_on"] for j in js}
+    check(len(ran_on) >= 2, f"jobs ran on other nodes than their busy owner: {ran_on}")
+    log = open(os.path.join(n1["data"], "runtime.log")).read()
+    check("by reservation" in log, "n1 placed jobs by reservation")
+    one_final_each(c, [c.nodes[n]["data"] for n in ("n1", "n2", "n3")], ids)
+
+
 if __name__ == "__main__":
     run(spread_and_list)
     run(owner_kill9)
     run(owner_sigstop_fenced)
     run(replicas_down)
+    run(placement_by_reservation)

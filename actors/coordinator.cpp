@@ -83,6 +83,7 @@ struct coordinator_state {
   // Placement across nodes: queued jobs offered to another node, until when (ms); the
   // nodes that refused a job in the current round.
   std::map<job_id, int64_t> offered;
+  size_t forwards_in_flight = 0;
   std::map<job_id, std::set<std::string>> refused_by;
   std::unordered_map<job_id, job_record> held; ///< records held as a replica (owner elsewhere)
   std::unordered_map<job_id, job_record> unsynced; ///< own records waiting for the holders' word
@@ -927,6 +928,14 @@ void accept_submit(coordinator_actor* self, caf::response_promise rp, submit_req
   std::vector<int32_t> indices{-1};
   if (!req.spec.array.empty())
     indices = *expand_array(req.spec.array);
+  if (st.queued.size() + indices.size() > st.cfg.max_queued) {
+    auto e = make_error(errc::busy, "the node's queue is full (" + std::to_string(st.queued.size())
+                                      + " queued jobs, --max-queued "
+                                      + std::to_string(st.cfg.max_queued)
+                                      + "): try again later");
+    settle_key(st.key_in_flight, req.client_key, e);
+    return rp.deliver(e);
+  }
   if (!req.spec.has_seed) {
     random_bytes(&req.spec.seed, sizeof(req.spec.seed));
     req.spec.seed &= 0x7FFFFFFFFFFFFFFFull;
@@ -1064,11 +1073,24 @@ void forward_submit(coordinator_actor* self, caf::response_promise rp, submit_re
                     const std::string& owner) {
   if (owner == self_node(self->state))
     return accept_submit(self, rp, std::move(req));
+  auto& st = self->state;
+  if (st.forwards_in_flight >= st.cfg.max_forwards)
+    return rp.deliver(make_error(errc::busy, "this node is forwarding "
+                                               + std::to_string(st.forwards_in_flight)
+                                               + " submissions already: try again later"));
+  ++st.forwards_in_flight;
   req.hops = 1;
   auto body = encode(req);
   ask_node(self, owner, verb::submit, body, std::chrono::seconds(20))
-    .then([=](std::string& reply) mutable { rp.deliver(std::move(reply)); },
+    .then([=](std::string& reply) mutable {
+            --self->state.forwards_in_flight;
+            rp.deliver(std::move(reply));
+          },
           [=](caf::error& err) mutable {
+            --self->state.forwards_in_flight;
+            if (err.category() == caf::atom("monkey")
+                && err.code() == static_cast<uint8_t>(errc::busy))
+              return rp.deliver(std::move(err)); // the owner's queue is full: say so
             // The owner went away meanwhile: this node takes the job if it can run it.
             self->state.log->warn("forwarding a submission to its owner {} failed ({}); "
                                   "accepting it here",

@@ -45,6 +45,8 @@ struct coordinator_config {
   uint32_t task_chunk = 256; ///< most tasks handed to a device proxy in one message
   size_t replicas = 2;       ///< R: members holding each job record
   size_t min_replicas = 1;   ///< fewer alive members than this: submits are refused
+  size_t max_queued = 100000; ///< queued jobs beyond this: submits are answered "busy"
+  size_t max_forwards = 4096; ///< submissions being forwarded to owners at once
 };
 
 /// `devices` is the devices supervisor (actors/device_proxy.hpp): the coordinator finds

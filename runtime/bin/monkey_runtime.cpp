@@ -50,6 +50,7 @@ struct options {
   std::string suspicion_timeout = "1500ms";
   size_t replicas = 2;
   size_t min_replicas = 1;
+  size_t max_queued = 100000;
   std::string gpus = "auto";
   std::string mem;
   std::vector<std::string> tags;
@@ -172,6 +173,10 @@ int main(int argc, char** argv) {
                  "refuse submits while fewer members than this are alive")
     ->capture_default_str()
     ->check(CLI::Range(1, 16));
+  app.add_option("--max-queued", opt.max_queued,
+                 "queued jobs beyond which submissions are answered busy")
+    ->capture_default_str()
+    ->check(CLI::Range(size_t{1}, size_t{100000000}));
   app.add_option("--suspicion-timeout", opt.suspicion_timeout,
                  "how long a suspected node has to refute before it is declared dead")
     ->capture_default_str();
@@ -307,6 +312,7 @@ int main(int argc, char** argv) {
   cc.task_chunk = opt.task_chunk;
   cc.replicas = opt.replicas;
   cc.min_replicas = opt.min_replicas;
+  cc.max_queued = opt.max_queued;
   if (!opt.no_measure)
     measure_devices(cc.devices, opt.data_dir, *log);
   cc.cgroup_base = opt.no_cgroups ? std::string{} : cgroup_base();

@@ -99,8 +99,28 @@ def cancel_whole_group(c):
         os.kill(escaped, 9)
 
 
+def bounded_queue(c):
+    """The coordinator's queue is bounded: beyond --max-queued a submission is answered
+    busy, naming the limit, and nothing is created; an array that does not fit is refused
+    whole."""
+    c.start("n1", "--cpus", "1", "--max-queued", "2")
+    ids = [c.submit("--", "sleep", "30") for _ in range(3)]  # one runs, two queued
+    wait_until(lambda: c.show(ids[0])["state"] == "running", 30, "the first job running")
+    r = c.monkey("submit", "--", "true", check_rc=False)
+    check(r.returncode != 0 and "queue is full" in r.stderr and "--max-queued 2" in r.stderr,
+          f"busy, naming the limit: {r.stderr}")
+    check(len(c.jobs()) == 3, "nothing was created")
+    c.monkey("cancel", ids[2])
+    r = c.monkey("submit", "--array", "0-1", "--", "true", check_rc=False)
+    check(r.returncode != 0 and "queue is full" in r.stderr, f"the array is refused: {r.stderr}")
+    c.submit("--", "true")  # one fits again
+    for j in ids[:2]:
+        c.monkey("cancel", j)
+
+
 run(spec_files_and_errors)
 run(wait_exit_codes)
 run(dependencies_and_arrays)
 run(logs_follow)
 run(cancel_whole_group)
+run(bounded_queue)

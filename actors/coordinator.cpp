@@ -84,6 +84,11 @@ struct coordinator_state {
   // nodes that refused a job in the current round.
   std::map<job_id, int64_t> offered;
   size_t forwards_in_flight = 0;
+  struct reservation_request {
+    caf::response_promise rp;
+    job_record rec;
+  };
+  std::vector<reservation_request> reservations; ///< gathered for the next round
   std::map<job_id, std::set<std::string>> refused_by;
   std::unordered_map<job_id, job_record> held; ///< records held as a replica (owner elsewhere)
   std::unordered_map<job_id, job_record> unsynced; ///< own records waiting for the holders' word
@@ -2006,6 +2011,8 @@ constexpr int64_t offer_after_ms = 1000;
 /// other node may have taken it: its record then arrives by replication or anti-entropy).
 constexpr int64_t offer_unanswered_ms = 10'000;
 constexpr size_t offers_per_round = 4;
+/// Reservation requests arriving within this window are judged together.
+constexpr auto reservation_window = std::chrono::milliseconds(50);
 
 /// The other node's answer to "run this job now": it is the only authority over its slots.
 /// It grants only if its own placement (strict priority, FCFS, backfill, its own queue
@@ -2025,36 +2032,63 @@ void on_reserve(coordinator_actor* self, caf::response_promise rp, replicate_req
     return refuse("only queued jobs without dependencies are placed elsewhere");
   if (local_version(st, rec.id) > rec.version || st.running.count(rec.id))
     return refuse("this node has a newer record of the job");
-  auto need = need_of(rec.spec);
-  if (auto never = never_fits(st.cfg.total, need); !never.empty())
+  if (auto never = never_fits(st.cfg.total, need_of(rec.spec)); !never.empty())
     return refuse(never);
-  auto queue = placement_queue(st, nullptr);
-  queued_job q;
-  q.id = rec.id;
-  q.priority = rec.spec.priority;
-  q.submit_seq = st.next_seq + 1;
-  q.need = need;
-  q.timeout_s = rec.spec.timeout_s;
-  queue.push_back(q);
-  auto plan = plan_placement(st.cfg.total, placement_running(st), std::move(queue), now_ms(),
-                             false);
-  if (std::find(plan.start.begin(), plan.start.end(), rec.id) == plan.start.end())
-    return refuse("no free slots for it now");
-  auto from = rec.owner.str();
-  rec.owner = st.cfg.node;
-  rec.version = next_term(rec.version);
-  rec.submit_seq = ++st.next_seq;
-  touch(rec, job_state::queued, "placed on " + self_node(st) + " by a reservation from " + from);
-  std::vector<std::string> holders{self_node(st)};
-  if (is_alive(st, from))
-    holders.push_back(from);
-  rec.replicas = holders;
-  rec.replicas = refreshed_holders(st, rec);
-  take_over(self, rec);
-  persist(self, {rec}, [=]() mutable {
-    rp.deliver(reply(text_reply{"granted"}));
-    request_schedule(self);
-  });
+  // Requests arriving within a short window are judged together, by priority across
+  // owners and against this node's own queue (grant_reservations).
+  st.reservations.push_back({rp, std::move(rec)});
+  if (st.reservations.size() == 1)
+    self->delayed_send(self, reservation_window, atoms::reserve_round::value);
+}
+
+/// Judges the reservation requests gathered in the window: grants those that this node's
+/// placement starts now (an ownership handoff in a new term, replicated before the
+/// answer), refuses the others.
+void reserve_round(coordinator_actor* self) {
+  auto& st = self->state;
+  auto pending = std::move(st.reservations);
+  st.reservations.clear();
+  if (pending.empty())
+    return;
+  std::vector<queued_job> asks;
+  for (auto& p : pending) {
+    queued_job q;
+    q.id = p.rec.id;
+    q.priority = p.rec.spec.priority;
+    q.need = need_of(p.rec.spec);
+    q.timeout_s = p.rec.spec.timeout_s;
+    asks.push_back(q);
+  }
+  auto granted = (!st.accepting || st.leaving || !st.majority)
+                   ? std::vector<job_id>{}
+                   : grant_reservations(st.cfg.total, placement_running(st),
+                                        placement_queue(st, nullptr), asks, now_ms());
+  for (auto& p : pending) {
+    auto rp = p.rp;
+    if (std::find(granted.begin(), granted.end(), p.rec.id) == granted.end()) {
+      rp.deliver(reply(text_reply{"refused: no free slots for it now ("
+                                  + std::to_string(pending.size())
+                                  + " requests judged by priority with this node's queue)"}));
+      continue;
+    }
+    auto rec = p.rec;
+    auto from = rec.owner.str();
+    rec.owner = st.cfg.node;
+    rec.version = next_term(rec.version);
+    rec.submit_seq = ++st.next_seq;
+    touch(rec, job_state::queued,
+          "placed on " + self_node(st) + " by a reservation from " + from);
+    std::vector<std::string> holders{self_node(st)};
+    if (is_alive(st, from))
+      holders.push_back(from);
+    rec.replicas = holders;
+    rec.replicas = refreshed_holders(st, rec);
+    take_over(self, rec);
+    persist(self, {rec}, [=]() mutable {
+      rp.deliver(reply(text_reply{"granted"}));
+      request_schedule(self);
+    });
+  }
 }
 
 /// Offers queued jobs that cannot start here to other nodes, one candidate at a time
@@ -2723,6 +2757,7 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
       }
       return make_error(errc::not_found, "no worker '" + name + "'");
     },
+    [=](atoms::reserve_round) { reserve_round(self); },
     [=](atoms::tick) {
       auto& st = self->state;
       auto now = now_ms();

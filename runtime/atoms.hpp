@@ -42,5 +42,6 @@ using members = caf::atom_constant<caf::atom("m_members")>;
 using forward = caf::atom_constant<caf::atom("m_forward")>;
 using sync = caf::atom_constant<caf::atom("m_sync")>;
 using fence = caf::atom_constant<caf::atom("m_fence")>;
+using reserve_round = caf::atom_constant<caf::atom("m_rsvround")>;
 
 } // namespace monkey::atoms

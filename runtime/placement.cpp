@@ -143,4 +143,25 @@ placement_plan plan_placement(const resources& total, const std::vector<running_
   return out;
 }
 
+std::vector<job_id> grant_reservations(const resources& total,
+                                       const std::vector<running_job>& running,
+                                       std::vector<queued_job> own_queue,
+                                       std::vector<queued_job> requests, int64_t now_ms) {
+  uint64_t seq = 0;
+  for (auto& q : own_queue)
+    seq = std::max(seq, q.submit_seq);
+  std::vector<job_id> asked;
+  for (auto& r : requests) {
+    r.submit_seq = ++seq; // after this node's own jobs, in order of arrival
+    asked.push_back(r.id);
+    own_queue.push_back(std::move(r));
+  }
+  auto plan = plan_placement(total, running, std::move(own_queue), now_ms, false);
+  std::vector<job_id> granted;
+  for (auto& id : plan.start)
+    if (std::find(asked.begin(), asked.end(), id) != asked.end())
+      granted.push_back(id);
+  return granted;
+}
+
 } // namespace monkey

@@ -57,4 +57,13 @@ placement_plan plan_placement(const resources& total, const std::vector<running_
                               std::vector<queued_job> queue, int64_t now_ms,
                               bool explain = true);
 
+/// Reservation requests from other owners, judged together with this node's own queue by
+/// the same rules (priority first, then order of arrival, backfill): the ids among
+/// `requests` that would start now. A request of higher priority wins over an earlier one
+/// and over this node's own lower-priority jobs; own jobs of equal priority go first.
+std::vector<job_id> grant_reservations(const resources& total,
+                                       const std::vector<running_job>& running,
+                                       std::vector<queued_job> own_queue,
+                                       std::vector<queued_job> requests, int64_t now_ms);
+
 } // namespace monkey

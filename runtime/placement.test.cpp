@@ -118,3 +118,22 @@ TEST_CASE("placement decides the same with and without explanations", "[runtime]
   CHECK_FALSE(with.why.empty());
   CHECK(without.why.empty());
 }
+
+TEST_CASE("reservations are granted by priority across owners and the node's own queue",
+          "[runtime][placement]") {
+  // One free cpu; two owners ask, the later one with a higher priority.
+  auto low = job(10, 1, 1), high = job(11, 1, 5);
+  auto g = grant_reservations(node(1), {}, {}, {low, high}, 0);
+  REQUIRE(g.size() == 1);
+  CHECK(g.front().hi == 11);
+  // The node's own job of equal priority goes first; a lower one yields.
+  CHECK(grant_reservations(node(1), {}, {job(1, 1, 5)}, {job(12, 1, 5)}, 0).empty());
+  auto over_own = grant_reservations(node(1), {}, {job(1, 1, 0)}, {job(13, 1, 5)}, 0);
+  REQUIRE(over_own.size() == 1);
+  CHECK(over_own.front().hi == 13);
+  // Room for both: both granted; no room at all: none.
+  CHECK(grant_reservations(node(2), {}, {}, {job(14, 1), job(15, 1)}, 0).size() == 2);
+  std::vector<running_job> busy{{job_id{9, 9}, node(2), no_end}};
+  busy[0].use.mem_mb = 0;
+  CHECK(grant_reservations(node(2), busy, {}, {job(16, 1)}, 0).empty());
+}

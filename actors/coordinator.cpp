@@ -1087,9 +1087,27 @@ void forward_submit(coordinator_actor* self, caf::response_promise rp, submit_re
   req.hops = 1;
   auto body = encode(req);
   ask_node(self, owner, verb::submit, body, std::chrono::seconds(20))
-    .then([=](std::string& reply) mutable {
-            --self->state.forwards_in_flight;
-            rp.deliver(std::move(reply));
+    .then([=](std::string& body) mutable {
+            auto& st = self->state;
+            --st.forwards_in_flight;
+            // Remember what was just accepted elsewhere: `jobs` here always shows the
+            // caller's own new jobs, even while their owner does not answer.
+            if (auto r = decode<submit_reply>(body, "submit"))
+              for (auto& id : r->ids)
+                if (!st.seen.count(id)) {
+                  job_summary s;
+                  s.id = id;
+                  s.name = display_name(req.spec);
+                  s.priority = req.spec.priority;
+                  s.cpus = req.spec.cpus;
+                  s.gpus = req.spec.gpus;
+                  s.submitted_ms = s.updated_ms = now_ms();
+                  s.reason = "submitted";
+                  s.owner = owner;
+                  s.holders = {owner};
+                  st.seen[id] = s;
+                }
+            rp.deliver(std::move(body));
           },
           [=](caf::error& err) mutable {
             --self->state.forwards_in_flight;
@@ -1438,8 +1456,14 @@ void remember_and_mark_unavailable(coordinator_actor* self,
         down.push_back(h);
     }
     if (reachable || s.holders.empty()) {
-      // Not in any answer although a holder lives: it was removed (compaction), or the
-      // list is partial anyway (that holder is named as unreachable).
+      // Not in any answer although a holder lives: the list is partial (that holder is
+      // named as unreachable) and the last known row is shown, marked so; or the job was
+      // removed by compaction (then it is forgotten after a day).
+      if (!filtered && now_ms() - s.updated_ms < 86'400'000) {
+        auto row = s;
+        row.reason = "last known (its holders did not answer): " + s.reason;
+        merged[it->first] = row;
+      }
       ++it;
       continue;
     }

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 from harness import RUNTIME, check, final_versions, run, wait_until
 
@@ -231,9 +232,58 @@ def placement_by_reservation(c):
     one_final_each(c, [c.nodes[n]["data"] for n in ("n1", "n2", "n3")], ids)
 
 
+def own_jobs_always_listed(c):
+    """`monkey jobs` on the node a job was submitted to lists it even while its owner (the
+    only holder, R=1) does not answer: the last known row, and the list flagged partial."""
+    nodes = json.loads(c.monkey("up", "3", "--no-measure", "--json", "--", "--replicas", "1",
+                                timeout=120).stdout)["nodes"]
+    entry = nodes[0]
+    me = json.loads(c.monkey("status", "--json", "--address", entry["address"]).stdout)["node"]
+    job = None
+    for i in range(30):
+        jid = c.monkey("submit", "--address", entry["address"], "--name", f"own{i}", "--",
+                       "sleep", "60").stdout.strip().splitlines()[-1]
+        owner = json.loads(c.monkey("show", jid, "--json", "--address",
+                                    entry["address"]).stdout)["owner"]
+        if owner != me:
+            job = (jid, owner)
+            break
+    check(job is not None, "a job owned by another node")
+    by_id = {json.loads(c.monkey("status", "--json", "--address", n["address"]).stdout)["node"]:
+             n for n in nodes}
+    frozen = by_id[job[1]]
+    os.kill(frozen["pid"], signal.SIGSTOP)
+    try:
+        def listed():
+            r = c.monkey("jobs", "--json", "--address", entry["address"], check_rc=False)
+            if r.returncode != 0:
+                return None
+            rows = [j for j in json.loads(r.stdout) if j["id"] == job[0]]
+            return (rows[0], r.stderr) if rows else None
+        # Suspect (the list is partial): the last known row; once declared dead: the row
+        # says its holders are down. Never silently missing.
+        seen = set()
+        deadline = time.time() + 30
+        while time.time() < deadline and len(seen) < 2:
+            got = listed()
+            check(got is not None, "the job is listed while its owner is frozen")
+            row, err = got
+            if "last known" in row["reason"]:
+                check("partial list" in err, f"the list says it is partial: {err}")
+                seen.add("last known")
+            elif row["state"] == "unavailable":
+                seen.add("unavailable")
+            time.sleep(0.2)
+        check(seen, f"the row is marked as last known or unavailable: {row}")
+    finally:
+        os.kill(frozen["pid"], signal.SIGCONT)
+    c.monkey("down", timeout=120)
+
+
 if __name__ == "__main__":
     run(spread_and_list)
     run(owner_kill9)
     run(owner_sigstop_fenced)
     run(replicas_down)
     run(placement_by_reservation)
+    run(own_jobs_always_listed)

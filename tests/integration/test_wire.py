@@ -7,7 +7,7 @@ import socket
 import struct
 import time
 
-from harness import check, run
+from harness import wait_until, check, run
 
 
 def connect(port):
@@ -16,9 +16,21 @@ def connect(port):
     return s
 
 
-def answers(c):
+def answers_once(c):
     r = c.monkey("status", check_rc=False, timeout=30)
     return r.returncode == 0 and "node " in r.stdout
+
+
+def answers(c):
+    """The node answers a real client within 20 s. Right after random bytes a client's
+    handshake occasionally times out once (CAF's multiplexer is busy with a random header
+    that announced a huge payload; about 1 run in 8 here); the node stays up and the next
+    attempt is answered (docs/cluster.md, Security)."""
+    try:
+        wait_until(lambda: answers_once(c), 20, "an answer", interval=0.5)
+        return True
+    except Exception:  # noqa: BLE001 - reported by the caller's check
+        return False
 
 
 def garbage_and_oversized(c):

@@ -241,11 +241,11 @@ void replicate(coordinator_actor* self, const record_list& recs,
 
 /// A holder has a newer copy of a job this node owned: it was adopted (a later ownership
 /// term) while this node could not reach the others. This node keeps it as a replica.
-void superseded(coordinator_actor* self, const job_record& newer) {
+void superseded(coordinator_actor* self, const job_record& newer, const char* when) {
   auto& st = self->state;
-  st.log->warn("job {} was adopted by {} (version {}) while this node was cut off: its attempt "
-               "here is void, the adopter's history stands",
-               newer.id.short_str(), newer.owner.str(), newer.version);
+  st.log->warn("job {} was adopted by {} (version {}) while this node {}: holding it as a "
+               "replica, the adopter's history stands",
+               newer.id.short_str(), newer.owner.str(), newer.version, when);
   if (auto it = st.jobs.find(newer.id); it != st.jobs.end()) {
     st.queued.erase({it->second.submit_seq, newer.id});
     st.jobs.erase(it);
@@ -267,7 +267,7 @@ void persist_final(coordinator_actor* self, job_record rec, Then then) {
       if (n.id == rec.id && n.version > rec.version) {
         // Adopted by another owner while this node could not see the others: that
         // owner's history stands, and this attempt's outcome is void.
-        superseded(self, n);
+        superseded(self, n, "was cut off (its attempt here is void)");
         then();
         return;
       }
@@ -1754,6 +1754,17 @@ void anti_entropy_step(coordinator_actor* self) {
 void on_drain(coordinator_actor* self, caf::response_promise rp, const id_request& req);
 void on_reserve(coordinator_actor* self, caf::response_promise rp, replicate_request req);
 
+/// Decodes the request of `env` as `Request` and hands it to `handle`, or answers
+/// bad_request naming what is wrong.
+template <class Request, class Handle>
+void dispatch(caf::response_promise& rp, const envelope& env, const char* what,
+              Handle handle) {
+  auto req = decode<Request>(env.body, what);
+  if (!req)
+    return rp.deliver(make_error(errc::bad_request, req.error()));
+  handle(std::move(*req));
+}
+
 void on_envelope(coordinator_actor* self, const envelope& env) {
   auto rp = self->make_response_promise();
   auto& st = self->state;
@@ -1803,32 +1814,22 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
         return rp.deliver(make_error(errc::bad_request, req.error()));
       return on_replicate(self, rp, std::move(*req));
     }
-    case verb::peer_digest: {
-      auto req = decode<digest_request>(env.body, "peer digest");
-      if (!req)
-        return rp.deliver(make_error(errc::bad_request, req.error()));
-      return on_digest(self, rp, *req);
-    }
-    case verb::peer_fetch: {
-      auto req = decode<fetch_request>(env.body, "peer fetch");
-      if (!req)
-        return rp.deliver(make_error(errc::bad_request, req.error()));
-      if (req->ids.size() > 4096)
-        return rp.deliver(make_error(errc::bad_request, "peer fetch: more than 4096 ids"));
-      return on_fetch(self, rp, *req);
-    }
-    case verb::peer_reserve: {
-      auto req = decode<replicate_request>(env.body, "peer reserve");
-      if (!req)
-        return rp.deliver(make_error(errc::bad_request, req.error()));
-      return on_reserve(self, rp, std::move(*req));
-    }
-    case verb::drain: {
-      auto req = decode<id_request>(env.body, "drain");
-      if (!req)
-        return rp.deliver(make_error(errc::bad_request, req.error()));
-      return on_drain(self, rp, *req);
-    }
+    case verb::peer_digest:
+      return dispatch<digest_request>(rp, env, "peer digest",
+                                      [&](digest_request r) { on_digest(self, rp, r); });
+    case verb::peer_fetch:
+      return dispatch<fetch_request>(rp, env, "peer fetch", [&](fetch_request r) {
+        if (r.ids.size() > 4096)
+          return rp.deliver(make_error(errc::bad_request, "peer fetch: more than 4096 ids"));
+        on_fetch(self, rp, r);
+      });
+    case verb::peer_reserve:
+      return dispatch<replicate_request>(rp, env, "peer reserve", [&](replicate_request r) {
+        on_reserve(self, rp, std::move(r));
+      });
+    case verb::drain:
+      return dispatch<id_request>(rp, env, "drain",
+                                  [&](id_request r) { on_drain(self, rp, r); });
     case verb::status:
     case verb::devices:
     case verb::nodes:
@@ -2423,13 +2424,7 @@ void finish_sync(coordinator_actor* self, const job_id& id,
       .then([](bool) {}, [](const caf::error&) {});
   }
   if (newer && newer->owner != st.cfg.node) { // adopted: the adopter is the owner now
-    st.log->warn("job {} was adopted by {} while this node was away: holding it as a replica",
-                 id.short_str(), newer->owner.str());
-    st.held[id] = *newer;
-    write_batch batch;
-    batch.records.push_back(*newer);
-    self->request(st.journal, caf::infinite, atoms::write::value, std::move(batch))
-      .then([](bool) {}, [](const caf::error&) {});
+    superseded(self, *newer, "was away");
   } else if (is_final(rec.state)) {
     st.jobs[id] = rec;
     persist(self, {rec}, [] {}); // makes sure every holder has the final record

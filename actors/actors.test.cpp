@@ -13,11 +13,12 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/atoms.hpp"
-#include "actors/coordinator.hpp"
+#include "actors/coordinator/coordinator.hpp"
 #include "actors/device_proxy.hpp"
 #include "actors/node.hpp"
 #include "actors/journal_actor.hpp"
 #include "actors/messages.hpp"
+#include "runtime/auth.hpp"
 #include "runtime/client.hpp"
 #include "runtime/envelope.hpp"
 #include "runtime/errc.hpp"
@@ -82,7 +83,7 @@ struct node_fixture {
   }
 
   std::unique_ptr<client> connect() {
-    auto c = client::connect({address}, secret);
+    auto c = client::connect({address}, credentials{client_token(secret)});
     REQUIRE(c);
     return std::move(*c);
   }
@@ -303,9 +304,45 @@ TEST_CASE("bad requests get errors naming the problem", "[actors][gateway]") {
 
 TEST_CASE("a client with the wrong secret is refused", "[actors][gateway]") {
   node_fixture node;
-  auto c = client::connect({node.address}, "wrong-secret-0123456789");
+  auto c = client::connect({node.address}, credentials{client_token("wrong-secret-0123456789")});
   REQUIRE_FALSE(c);
-  CHECK_THAT(c.error(), Catch::Contains("does not know this cluster's secret"));
+  CHECK_THAT(c.error(), Catch::Contains("does not know this cluster's token"));
+}
+
+TEST_CASE("peers are not clients: each role proves its own key and sends only its verbs",
+          "[actors][gateway]") {
+  node_fixture node;
+  replicate_request peer_verb;
+  peer_verb.from = "0000000000000001";
+  // A client session (the client token) cannot send a node-to-node verb.
+  auto c = node.connect();
+  auto refused = c->call(verb::peer_replicate, encode(peer_verb));
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error(), Catch::Contains("not allowed for a client session"));
+  // A node session (the node key) can; a client's token does not prove the node role.
+  credentials as_node{node_key(secret)};
+  as_node.role = "node";
+  auto n = client::connect({node.address}, as_node);
+  REQUIRE(n);
+  CHECK((*n)->call(verb::peer_replicate, encode(peer_verb)));
+  CHECK_FALSE((*n)->call(verb::tree, std::string{})); // and no client verb it has no use for
+  credentials fake_node{client_token(secret)};
+  fake_node.role = "node";
+  auto impostor = client::connect({node.address}, fake_node);
+  REQUIRE_FALSE(impostor);
+  CHECK_THAT(impostor.error(), Catch::Contains("authentication failed"));
+  // An app host proves its attempt's key and gets only the app verbs (status so far).
+  credentials as_app{attempt_key(node_key(secret), "aa.1.7")};
+  as_app.role = "app";
+  as_app.attempt = "aa.1.7";
+  auto a = client::connect({node.address}, as_app);
+  REQUIRE(a);
+  CHECK((*a)->call(verb::status, std::string{}));
+  auto submit = (*a)->call(verb::submit, encode(submit_request{}));
+  REQUIRE_FALSE(submit);
+  CHECK_THAT(submit.error(), Catch::Contains("not allowed for an app session"));
+  as_app.attempt = "aa.1.8"; // another attempt's key
+  CHECK_FALSE(client::connect({node.address}, as_app));
 }
 
 TEST_CASE("requests before authentication are refused", "[actors][gateway]") {

@@ -6,6 +6,7 @@
 #include "runtime/atoms.hpp"
 #include "actors/messages.hpp"
 #include "runtime/errc.hpp"
+#include "runtime/faults.hpp"
 #include "runtime/logging.hpp"
 
 namespace monkey {
@@ -33,7 +34,9 @@ void commit(journal_actor* self) {
   std::swap(batch, st.pending);
   std::vector<caf::response_promise> waiting;
   std::swap(waiting, st.waiting);
-  auto err = st.store->write(batch);
+  auto err = journal_fault(); // tests: a slow fsync or a full disk (runtime/faults.hpp)
+  if (err.empty())
+    err = st.store->write(batch);
   if (!err.empty()) {
     st.log->error("commit of {} records, {} metrics, {} task batches and {} task ranges "
                   "failed: {}",

@@ -145,7 +145,7 @@ void fence(membership_actor* self, const member& news) {
   if (st.subscribers.empty())
     return done();
   for (auto& s : st.subscribers)
-    self->request(s, std::chrono::seconds(30), atoms::fence::value)
+    self->request(s, std::chrono::seconds(30), atoms::fence::value, news.reason)
       .then([=](bool) { done(); },
             [=](const caf::error& err) {
               self->state.log->error("fencing: {}", describe(err));
@@ -217,7 +217,7 @@ void with_link(membership_actor* self, const std::string& address,
   if (auto bad = split_address(address, host, port); !bad.empty())
     return finish(nullptr, bad);
   auto mm = connector(self->system());
-  auto secret = st.cfg.secret;
+  auto key = node_key(st.cfg.secret);
   auto user = "node:" + st.table->self_id();
   auto timeout = st.cfg.connect_timeout;
   self->request(mm, timeout, caf::connect_atom::value, host, port)
@@ -226,7 +226,9 @@ void with_link(membership_actor* self, const std::string& address,
         if (!ptr)
           return finish(nullptr, "nothing is published at " + address);
         auto gw = caf::actor_cast<caf::actor>(ptr);
-        self->request(gw, timeout, wrap(verb::hello, encode(hello_request{})))
+        hello_request hello;
+        hello.role = "node";
+        self->request(gw, timeout, wrap(verb::hello, encode(hello)))
           .then(
             [=](const std::string& body) {
               auto h = decode<hello_reply>(body, "hello");
@@ -236,14 +238,14 @@ void with_link(membership_actor* self, const std::string& address,
               a.client_nonce = make_nonce();
               a.user = user;
               a.host = self->state.table->self().address;
-              a.proof = client_proof(secret, h->nonce, a.client_nonce, a.user);
+              a.proof = client_proof(key, h->nonce, a.client_nonce, a.user);
               auto nonce = h->nonce;
               auto client_nonce = a.client_nonce;
               self->request(gw, timeout, wrap(verb::auth, encode(a)))
                 .then(
                   [=](const std::string& body) {
                     auto p = decode<auth_reply>(body, "auth");
-                    if (!p || !equal_digest(p->proof, server_proof(secret, nonce, client_nonce)))
+                    if (!p || !equal_digest(p->proof, server_proof(key, nonce, client_nonce)))
                       return finish(nullptr, "the node at " + address
                                                + " could not prove it knows the cluster secret");
                     finish(gw, {});
@@ -619,14 +621,14 @@ caf::behavior membership_impl(membership_actor* self, membership_config cfg) {
       auto& st = self->state;
       auto* m = st.table->find(node);
       if (!m)
-        return make_error(errc::not_found, "no member " + node);
+        return make_error(errc::unavailable, "no member " + node);
       if (m->state == member_state::dead || m->state == member_state::left)
-        return make_error(errc::busy, "member " + node + " is " + to_string(m->state));
+        return make_error(errc::unavailable, "member " + node + " is " + to_string(m->state));
       auto rp = self->make_response_promise<std::string>();
       auto timeout = std::chrono::milliseconds(timeout_ms);
       with_link(self, m->address, [=](const caf::actor& gw, const std::string& problem) mutable {
         if (!gw) {
-          rp.deliver(make_error(errc::busy, "cannot reach member " + node + ": " + problem));
+          rp.deliver(make_error(errc::unavailable, "cannot reach member " + node + ": " + problem));
           return;
         }
         self->request(gw, timeout, env)

@@ -4,10 +4,14 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include <thread>
+
 #include "actors/device_proxy.hpp"
-#include "actors/gateway.hpp"
-#include "actors/membership.hpp"
+#include "actors/gateway/gateway.hpp"
 #include "actors/journal_actor.hpp"
+#include "actors/membership.hpp"
+#include "actors/router/router.hpp"
+#include "actors/tasks/task_dispatch.hpp"
 #include "runtime/atoms.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/net.hpp"
@@ -20,8 +24,7 @@ namespace {
 struct publish_state {
   std::string host;
   uint16_t port = 0;
-  caf::actor current; // the published gateway (kept to unpublish it after a restart)
-  std::string error;
+  bool published = false;
 };
 
 } // namespace
@@ -44,6 +47,19 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
   auto secret = setup.secret;
   auto node = cfg.node.str();
 
+  // The front is published first and once, for the node's whole life: it finds the gateway
+  // under the root supervisor by itself, so a restarted gateway needs no new publish, and
+  // the bound port is known before the actors that advertise it start.
+  auto front = spawn_front(sys);
+  auto bound = publish_actor(front, pub->port, pub->host);
+  if (!bound) {
+    caf::anon_send_exit(front, caf::exit_reason::user_shutdown);
+    return failure{"cannot listen on " + setup.host + ":" + std::to_string(setup.port) + ": "
+                   + caf::to_string(bound.error())};
+  }
+  pub->port = *bound;
+  pub->published = true;
+
   std::vector<child_spec> core;
   core.push_back({"journal",
                   [store](caf::actor_system& s, const sibling_map&) {
@@ -56,18 +72,35 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
                     return spawn_device_supervisor(s, devs);
                   },
                   restart_policy::permanent, true, true});
+  task_dispatch_config tc;
+  tc.node = cfg.node;
+  tc.task_chunk = setup.task_chunk;
+  for (auto& d : cfg.devices)
+    tc.devices.push_back(d.name);
+  core.push_back({"tasks",
+                  [tc](caf::actor_system& s, const sibling_map& siblings) {
+                    return spawn_task_dispatch(s, tc, siblings.at("journal"),
+                                               siblings.at("devices"));
+                  },
+                  restart_policy::permanent, false});
   core.push_back({"coordinator",
                   [cfg, launch, pub](caf::actor_system& s, const sibling_map& siblings) {
                     auto c = cfg;
-                    if (pub->current) // a restart: the node's address is known by now
+                    if (pub->published) // a restart: the node's address is known by now
                       c.address = (pub->host.empty() || pub->host == "0.0.0.0"
                                      ? std::string("127.0.0.1")
                                      : pub->host)
                                   + ":" + std::to_string(pub->port);
-                    return spawn_coordinator(s, c, siblings.at("journal"), siblings.at("devices"),
-                                             launch);
+                    return spawn_coordinator(s, c, siblings.at("journal"), launch);
                   },
                   restart_policy::permanent, true});
+  router_config rc;
+  rc.node = cfg.node;
+  core.push_back({"router",
+                  [rc](caf::actor_system& s, const sibling_map& siblings) {
+                    return spawn_router(s, rc, siblings.at("coordinator"));
+                  },
+                  restart_policy::permanent, false});
   std::vector<child_spec> top;
   top.push_back({"core",
                  [core](caf::actor_system& s, const sibling_map&) {
@@ -78,20 +111,8 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
                  },
                  restart_policy::permanent, true, true});
   top.push_back({"gateway",
-                 [secret, node, pub](caf::actor_system& s, const sibling_map&) {
-                   auto gw = spawn_gateway(s, secret, node);
-                   if (pub->current)
-                     unpublish_actor(pub->current, pub->port);
-                   auto bound = publish_actor(gw, pub->port, pub->host);
-                   if (!bound) {
-                     pub->error = caf::to_string(bound.error());
-                     logger("runtime")->error("cannot publish the gateway on port {}: {}",
-                                              pub->port, pub->error);
-                   } else {
-                     pub->port = *bound;
-                     pub->current = gw;
-                   }
-                   return gw;
+                 [secret, node](caf::actor_system& s, const sibling_map&) {
+                   return spawn_gateway(s, secret, node);
                  },
                  restart_policy::permanent, false});
   membership_config mc;
@@ -124,21 +145,22 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
                                {restart_strategy::one_for_one, 5, std::chrono::seconds(10)},
                                std::move(top));
   sys.registry().put(caf::atom_from_string(root_supervisor_name), root);
-  // The gateway factory ran inside the root's start; wait until it has published.
+  caf::anon_send(front, atoms::subscribe::value, root); // it stops with the root
+  // Return once the front has found the gateway: the node answers from then on.
   caf::scoped_actor self{sys};
   bool ready = false;
-  for (int i = 0; i < 100 && !ready; ++i) {
-    self->request(root, std::chrono::seconds(10), atoms::which::value, std::string("gateway"))
-      .receive([&](const caf::actor&) { ready = true; }, [&](caf::error&) {});
+  for (int i = 0; i < 200 && !ready; ++i) {
+    self->request(front, std::chrono::seconds(5), atoms::which::value)
+      .receive([&](bool found) { ready = found; }, [&](caf::error&) {});
     if (!ready)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (!pub->error.empty() || !pub->current) {
+  if (!ready) {
     caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
-    return failure{"cannot listen on " + setup.host + ":" + std::to_string(setup.port) + ": "
-                   + (pub->error.empty() ? "the gateway did not start" : pub->error)};
+    caf::anon_send_exit(front, caf::exit_reason::user_shutdown);
+    return failure{"the gateway did not start"};
   }
-  return node_handles{root, pub->port};
+  return node_handles{root, front, pub->port};
 }
 
 } // namespace monkey

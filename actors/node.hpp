@@ -6,12 +6,15 @@
 //   ├── core (rest_for_one)        a journal restart restarts what comes after it
 //   │   ├── journal
 //   │   ├── devices (one_for_one)  one device proxy per device, each with a task worker per slot
-//   │   └── coordinator            lists its workers; restarted, it recovers from the journal
-//   ├── gateway                    published on the node's port (again after a restart)
+//   │   ├── tasks                  task batches (actors/tasks)
+//   │   ├── coordinator            lists its workers; restarted, it recovers from the journal
+//   │   └── router                 client requests that span the cluster (actors/router)
+//   ├── gateway                    authenticates sessions, routes their verbs
 //   └── membership                 SWIM membership; registered as "membership"
-
 //
-// The root is registered as "node_sup" in the actor registry, where the gateway finds it.
+// The front (actors/gateway) is published on the node's port once, outside the tree: it
+// passes everything to the current gateway. The root is registered as "node_sup" in the
+// actor registry, where the gateway and the front find it.
 
 #include <chrono>
 #include <memory>
@@ -20,7 +23,7 @@
 
 #include <caf/actor.hpp>
 
-#include "actors/coordinator.hpp"
+#include "actors/coordinator/coordinator.hpp"
 #include "runtime/expected.hpp"
 #include "runtime/journal.hpp"
 #include "runtime/launcher.hpp"
@@ -37,10 +40,12 @@ struct node_setup {
   std::string advertise;          ///< host:port other nodes reach this one at ("": the bound one)
   std::vector<std::string> seeds; ///< members to join through (--join)
   std::chrono::milliseconds suspicion_timeout{1500};
+  uint32_t task_chunk = 256;      ///< most tasks handed to a device proxy in one message
 };
 
 struct node_handles {
   caf::actor root;
+  caf::actor front;  ///< the published actor
   uint16_t port = 0; ///< bound port
 };
 

@@ -17,12 +17,12 @@ using namespace monkey;
 
 int main(int argc, char** argv) {
   int n = argc > 1 ? std::atoi(argv[1]) : 200;
-  auto secret = load_secret(find_secret_file(""), false);
+  auto secret = find_client_key("", "");
   if (!secret) {
     std::fprintf(stderr, "submit_client: %s\n", secret.error().c_str());
     return 1;
   }
-  auto c = client::connect(find_addresses(""), *secret);
+  auto c = client::connect(find_addresses(""), credentials{*secret});
   if (!c) {
     std::fprintf(stderr, "submit_client: %s\n", c.error().c_str());
     return 1;

@@ -29,12 +29,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tasks_client: TOTAL and BATCH must be positive\n");
     return 2;
   }
-  auto secret = load_secret(find_secret_file(""), false);
+  auto secret = find_client_key("", "");
   if (!secret) {
     std::fprintf(stderr, "tasks_client: %s\n", secret.error().c_str());
     return 1;
   }
-  auto c = client::connect(find_addresses(""), *secret);
+  auto c = client::connect(find_addresses(""), credentials{*secret});
   if (!c) {
     std::fprintf(stderr, "tasks_client: %s\n", c.error().c_str());
     return 1;

@@ -43,5 +43,6 @@ using forward = caf::atom_constant<caf::atom("m_forward")>;
 using sync = caf::atom_constant<caf::atom("m_sync")>;
 using fence = caf::atom_constant<caf::atom("m_fence")>;
 using reserve_round = caf::atom_constant<caf::atom("m_rsvround")>;
+using check = caf::atom_constant<caf::atom("m_check")>;
 
 } // namespace monkey::atoms

@@ -91,4 +91,84 @@ bool equal_digest(const std::string& a, const std::string& b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+const char* to_string(role r) {
+  switch (r) {
+    case role::client: return "client";
+    case role::node: return "node";
+    case role::app: return "app";
+  }
+  return "unknown";
+}
+
+std::optional<role> parse_role(const std::string& text) {
+  if (text == "client" || text.empty())
+    return role::client;
+  if (text == "node")
+    return role::node;
+  if (text == "app")
+    return role::app;
+  return std::nullopt;
+}
+
+namespace {
+
+std::string to_hex(const std::string& raw) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
+} // namespace
+
+std::string node_key(const std::string& secret) {
+  return hmac_sha256(secret, "monkey-node-key-v1");
+}
+
+std::string client_token(const std::string& secret) {
+  return to_hex(hmac_sha256(secret, "monkey-client-token-v1"));
+}
+
+std::string attempt_key(const std::string& node_key, const std::string& attempt_id) {
+  return to_hex(hmac_sha256(node_key, "monkey-attempt-key-v1\n" + attempt_id));
+}
+
+expected<std::string> load_token(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return failure{"cannot read the client token file " + path + ": " + std::strerror(errno)};
+  struct stat st {};
+  ::fstat(fd, &st);
+  if ((st.st_mode & 077) != 0) {
+    ::close(fd);
+    return failure{"the client token file " + path + " is readable by others; run: chmod 600 "
+                   + path};
+  }
+  char buf[256];
+  auto n = ::read(fd, buf, sizeof(buf));
+  ::close(fd);
+  std::string token(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' '))
+    token.pop_back();
+  if (token.size() != 64 || token.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return failure{"the client token file " + path + " does not hold a token (64 hex digits)"};
+  return token;
+}
+
+status write_token_file(const std::string& path, const std::string& token) {
+  int out = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (out < 0)
+    return errno == EEXIST ? std::string{}
+                           : "cannot create the client token file " + path + ": "
+                               + std::strerror(errno);
+  auto text = token + "\n";
+  bool ok = ::write(out, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = ::fsync(out) == 0 && ok;
+  ::close(out);
+  return ok ? std::string{} : "cannot write the client token file " + path;
+}
+
 } // namespace monkey

@@ -43,6 +43,7 @@ const char* to_string(verb v) {
     case verb::peer_digest: return "peer digest";
     case verb::peer_fetch: return "peer fetch";
     case verb::peer_reserve: return "peer reserve";
+    case verb::peer_withdraw: return "peer withdraw";
   }
   return "unknown";
 }
@@ -120,6 +121,35 @@ std::string find_secret_file(const std::string& flag) {
   return monkey_home() + "/secret";
 }
 
+expected<std::string> find_client_key(const std::string& token_flag,
+                                      const std::string& secret_flag) {
+  // What is named explicitly wins (flags, then the environment), then MONKEY_HOME's files.
+  auto from_secret = [](const std::string& path) -> expected<std::string> {
+    auto secret = load_secret(path, false);
+    if (!secret)
+      return failure{secret.error()};
+    return client_token(*secret);
+  };
+  if (!token_flag.empty())
+    return load_token(token_flag);
+  if (!secret_flag.empty())
+    return from_secret(secret_flag);
+  if (auto* t = std::getenv("MONKEY_TOKEN_FILE"); t && *t)
+    return load_token(t);
+  if (auto* s = std::getenv("MONKEY_SECRET_FILE"); s && *s)
+    return from_secret(s);
+  auto home_token = monkey_home() + "/token";
+  if (::access(home_token.c_str(), F_OK) == 0)
+    return load_token(home_token);
+  auto home_secret = monkey_home() + "/secret";
+  if (::access(home_secret.c_str(), F_OK) != 0)
+    return failure{"no client token (" + home_token + ") and no cluster secret (" + home_secret
+                   + "): is a node running? Start a local cluster with `monkey up 3`, or a "
+                     "node with `monkey-runtime`; for a cluster elsewhere give --token-file "
+                     "(the `token` file beside its secret) or --address"};
+  return from_secret(home_secret);
+}
+
 namespace {
 
 struct client_config : caf::actor_system_config {
@@ -155,16 +185,33 @@ struct client::impl {
   caf::scoped_actor self{sys};
   caf::actor gateway;
 
+  caf::error last_error; ///< of the last failed request
+
   expected<std::string> request(const caf::actor& dest, uint16_t v, std::string body,
                                 std::chrono::milliseconds timeout) {
     std::string out;
     std::string problem;
+    last_error = caf::error{};
     self->request(dest, timeout, envelope{v, std::move(body)})
       .receive([&](std::string& reply) { out = std::move(reply); },
-               [&](caf::error& err) { problem = describe(err); });
+               [&](caf::error& err) {
+                 problem = err == caf::sec::request_timeout
+                             ? "the node did not answer within "
+                                 + std::to_string(timeout.count() / 1000.0).substr(0, 4) + " s"
+                             : describe(err);
+                 last_error = std::move(err);
+               });
     if (!problem.empty())
       return failure{problem};
     return out;
+  }
+
+  /// The node answered and said no (wrong key, another protocol version): asking the next
+  /// address would only hear the same.
+  bool refused() const {
+    return last_error.category() == caf::atom("monkey")
+           && (last_error.code() == static_cast<uint8_t>(errc::refused)
+               || last_error.code() == static_cast<uint8_t>(errc::bad_request));
   }
 };
 
@@ -173,33 +220,41 @@ client::client(const tls_files& tls) : impl_(std::make_unique<impl>(tls)) {}
 client::~client() = default;
 
 expected<std::unique_ptr<client>> client::connect(const std::vector<std::string>& addresses,
-                                                  const std::string& secret,
-                                                  const tls_files& tls) {
+                                                  const credentials& who, const tls_files& tls,
+                                                  std::chrono::milliseconds timeout) {
   if (tls.enabled())
     if (auto bad = check_tls_files(tls); !bad.empty())
       return failure{"TLS: " + bad};
   std::unique_ptr<client> c{new client(tls)};
   std::string problems;
+  auto note = [&](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
+  // Each address in turn, each step with a deadline: a node that is down, frozen or
+  // unreachable costs at most `timeout`, and the next one is tried.
   for (auto& addr : addresses) {
     std::string host;
     uint16_t port = 0;
     if (auto bad = split_address(addr, host, port); !bad.empty()) {
-      problems += (problems.empty() ? "" : "; ") + bad;
+      note(bad);
       continue;
     }
-    auto gw = connect_actor(c->impl_->sys, host, port);
+    auto gw = connect_actor(c->impl_->sys, host, port, timeout);
     if (!gw) {
-      problems += (problems.empty() ? "" : "; ")
-                  + describe_connect_error(c->impl_->sys, gw.error(), addr);
+      note(describe_connect_error(c->impl_->sys, gw.error(), addr));
       continue;
     }
     c->impl_->gateway = *gw;
     c->address_ = addr;
     // Challenge-response: the node sends a nonce, we MAC it, it MACs ours back.
-    auto hello = c->impl_->request(*gw, static_cast<uint16_t>(verb::hello), encode(hello_request{}),
-                                   std::chrono::seconds(10));
-    if (!hello)
-      return failure{addr + ": " + hello.error()};
+    hello_request hreq;
+    hreq.role = who.role;
+    hreq.attempt = who.attempt;
+    auto hello = c->impl_->request(*gw, static_cast<uint16_t>(verb::hello), encode(hreq), timeout);
+    if (!hello) {
+      if (c->impl_->refused())
+        return failure{addr + ": " + hello.error()};
+      note(addr + ": " + hello.error());
+      continue;
+    }
     auto h = decode<hello_reply>(*hello, "hello");
     if (!h)
       return failure{addr + ": " + h.error()};
@@ -207,13 +262,17 @@ expected<std::unique_ptr<client>> client::connect(const std::vector<std::string>
     auth.client_nonce = make_nonce();
     auth.user = current_user();
     auth.host = current_host();
-    auth.proof = client_proof(secret, h->nonce, auth.client_nonce, auth.user);
-    auto ok = c->impl_->request(*gw, static_cast<uint16_t>(verb::auth), encode(auth),
-                                std::chrono::seconds(10));
-    if (!ok)
-      return failure{addr + ": " + ok.error()};
+    auth.proof = client_proof(who.key, h->nonce, auth.client_nonce, auth.user);
+    auto ok = c->impl_->request(*gw, static_cast<uint16_t>(verb::auth), encode(auth), timeout);
+    if (!ok) {
+      if (c->impl_->refused())
+        return failure{addr + ": " + ok.error()};
+      note(addr + ": " + ok.error());
+      continue;
+    }
     auto proof = decode<auth_reply>(*ok, "auth");
-    if (!proof || !equal_digest(proof->proof, server_proof(secret, h->nonce, auth.client_nonce)))
+    if (!proof
+        || !equal_digest(proof->proof, server_proof(who.key, h->nonce, auth.client_nonce)))
       return failure{addr + ": the node could not prove it knows the cluster secret"};
     return c;
   }

@@ -24,6 +24,22 @@ std::vector<std::string> find_addresses(const std::string& flag);
 /// The secret file: --secret-file, else MONKEY_SECRET_FILE, else MONKEY_HOME/secret.
 std::string find_secret_file(const std::string& flag);
 
+/// The key a client proves: the token in --token-file, else MONKEY_TOKEN_FILE, else
+/// MONKEY_HOME/token; without a token file, the token derived from the secret file (found
+/// as find_secret_file does). A failure says what to do.
+expected<std::string> find_client_key(const std::string& token_flag,
+                                      const std::string& secret_flag);
+
+/// Who connects, and the key it proves (runtime/auth.hpp: client token, node key, or an
+/// attempt's key).
+struct credentials {
+  credentials() = default;
+  explicit credentials(std::string key) : key(std::move(key)) {}
+  std::string key;
+  std::string role = "client";
+  std::string attempt; ///< app sessions: the attempt whose key `key` is
+};
+
 /// The client's TLS files: DIR/client.pem, DIR/client.key and DIR/ca.pem (the name from
 /// MONKEY_TLS_NAME), where DIR is --tls-dir, else MONKEY_TLS_DIR, else the folder named in
 /// MONKEY_HOME/cluster.tls (written by `monkey up --tls`); none (plain TCP) otherwise.
@@ -36,20 +52,30 @@ std::string monkey_home();
 std::string current_user();
 std::string current_host();
 
+/// How long one address may take to connect and authenticate (`monkey --timeout`).
+constexpr std::chrono::milliseconds default_connect_timeout{5000};
+/// How long one request may take by default.
+constexpr std::chrono::milliseconds default_request_timeout{30000};
+
 class client {
 public:
+  /// Tries each address in turn: connect, TLS handshake, hello and auth each within
+  /// `timeout`; a node that does not answer in time is skipped (and named in the failure),
+  /// one that refuses (wrong key, another version) ends the search.
   static expected<std::unique_ptr<client>> connect(const std::vector<std::string>& addresses,
-                                                   const std::string& secret,
-                                                   const tls_files& tls = find_tls_files(""));
+                                                   const credentials& who,
+                                                   const tls_files& tls = find_tls_files(""),
+                                                   std::chrono::milliseconds timeout
+                                                   = default_connect_timeout);
   ~client();
 
   /// One request; the reply body or a sentence naming what went wrong.
   expected<std::string> call(verb v, const std::string& body,
-                             std::chrono::milliseconds timeout = std::chrono::seconds(30));
+                             std::chrono::milliseconds timeout = default_request_timeout);
 
   template <class Reply, class Request>
   expected<Reply> call(verb v, const Request& req,
-                       std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+                       std::chrono::milliseconds timeout = default_request_timeout) {
     auto body = call(v, encode(req), timeout);
     if (!body)
       return failure{body.error()};

@@ -19,6 +19,8 @@ enum class errc : uint8_t {
   journal_failure,   ///< the journal could not make a transition durable
   conflict,          ///< the request does not fit the current state (cancel a finished job)
   internal,          ///< a bug: an invariant broke
+  under_replicated,  ///< journaled here, but not every holder confirmed it: it may exist
+  unavailable,       ///< the node cannot answer now (a peer did not answer in time)
 };
 
 const char* to_string(errc x);

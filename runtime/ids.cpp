@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/ids.hpp"
 
+#include <algorithm>
+#include <cctype>
+
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -141,6 +144,49 @@ std::optional<node_id> node_id::parse(std::string_view text) {
 
 std::string attempt_id::str() const {
   return node.str().substr(0, 8) + "." + std::to_string(incarnation) + "." + std::to_string(seq);
+}
+
+id_matcher::id_matcher(std::string text, std::string what)
+  : text_(std::move(text)), what_(std::move(what)) {
+  full_ = job_id::parse(text_);
+  for (char c : text_)
+    upper_ += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+}
+
+void id_matcher::offer(const job_id& id) {
+  if (full_) {
+    if (id == *full_ && hits_.empty())
+      hits_.push_back(id);
+    return;
+  }
+  if (upper_.size() < 6 || upper_.size() > 26)
+    return;
+  auto s = id.str();
+  if (s.compare(s.size() - upper_.size(), upper_.size(), upper_) == 0
+      && std::find(hits_.begin(), hits_.end(), id) == hits_.end())
+    hits_.push_back(id);
+}
+
+std::optional<job_id> id_matcher::match() const {
+  if (hits_.size() == 1)
+    return hits_.front();
+  return std::nullopt;
+}
+
+std::string id_matcher::problem() const {
+  if (hits_.size() == 1)
+    return {};
+  if (!full_ && upper_.size() < 6)
+    return "'" + text_ + "' is too short to name a " + what_ + ": give at least 6 characters";
+  if (hits_.empty())
+    return "no " + what_ + " " + text_;
+  std::string list;
+  for (size_t i = 0; i < hits_.size() && i < 5; ++i)
+    list += (i ? ", " : "") + hits_[i].str();
+  if (hits_.size() > 5)
+    list += ", ...";
+  return "'" + text_ + "' is ambiguous: " + std::to_string(hits_.size()) + " " + what_
+         + "s end with it (" + list + "); give more characters";
 }
 
 } // namespace monkey

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace monkey {
 
@@ -49,6 +50,32 @@ struct attempt_id {
   friend bool operator==(const attempt_id& a, const attempt_id& b) {
     return a.node == b.node && a.incarnation == b.incarnation && a.seq == b.seq;
   }
+};
+
+/// Finds the one id that a user's text names among the ids offered to it: a full id, or a
+/// unique suffix of at least 6 characters (case-insensitive). One resolver for jobs, job
+/// replicas and task batches alike:
+///   id_matcher m(text, "job"); for (auto& id : ids) m.offer(id); auto id = m.result();
+class id_matcher {
+public:
+  id_matcher(std::string text, std::string what);
+  void offer(const job_id& id);
+  /// The id, or "no job X", "'X' is too short ...", "'X' is ambiguous: N jobs end with it
+  /// (A, B, ...)".
+  std::optional<job_id> match() const;
+  std::string problem() const;
+  /// Several ids matched (the text is ambiguous).
+  bool ambiguous() const { return hits_.size() > 1; }
+  /// Neither a full id nor a suffix of at least 6 characters.
+  bool too_short() const { return !full_ && upper_.size() < 6; }
+  /// Every id the text named (for a suffix: all that end with it).
+  const std::vector<job_id>& matches() const { return hits_; }
+  const std::string& text() const { return text_; }
+
+private:
+  std::string text_, upper_, what_;
+  std::optional<job_id> full_;
+  std::vector<job_id> hits_;
 };
 
 /// Fills `n` bytes from the kernel's random source.

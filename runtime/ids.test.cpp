@@ -46,3 +46,30 @@ TEST_CASE("node ids round-trip through hex", "[runtime][ids]") {
   CHECK(*back == n);
   CHECK_FALSE(node_id::parse("xyz"));
 }
+
+TEST_CASE("one resolver for ids: full, unique suffix, ambiguous (listing the matches), too short",
+          "[ids]") {
+  auto a = *job_id::parse("01ARZ3NDEKTSV4RRFFQ6XYZABC");
+  auto b = *job_id::parse("01ARZ3NDEKTSV4RRFFQ7XYZABC");
+  auto c = *job_id::parse("01ARZ3NDEKTSV4RRFFQ69G6XYZ");
+  auto run = [&](const std::string& text) {
+    id_matcher m(text, "job");
+    for (auto& id : {a, b, c})
+      m.offer(id);
+    return m;
+  };
+  CHECK(run(a.str()).match() == a);
+  CHECK(run("69g6xyz").match() == c); // case-insensitive suffix
+  auto amb = run("xyzabc");
+  CHECK_FALSE(amb.match());
+  CHECK(amb.ambiguous());
+  CHECK_THAT(amb.problem(), Catch::Contains("ambiguous") && Catch::Contains(a.str())
+                              && Catch::Contains(b.str()));
+  auto shortie = run("ZABC");
+  CHECK(shortie.too_short());
+  CHECK_THAT(shortie.problem(), Catch::Contains("at least 6"));
+  auto none = run("ZZZZZZZ");
+  CHECK_FALSE(none.match());
+  CHECK(none.problem() == "no job ZZZZZZZ");
+  CHECK(run("01ARZ3NDEKTSV4RRFFQ69G5FAW").problem() == "no job 01ARZ3NDEKTSV4RRFFQ69G5FAW");
+}

@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include <spdlog/cfg/env.h>
-#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -23,10 +23,10 @@ spdlog::sink_ptr current_sink() {
 
 } // namespace
 
-void init_logging(const std::string& file) {
+void init_logging(const std::string& file, size_t max_bytes, size_t files) {
   std::lock_guard<std::mutex> g{mtx};
   if (!file.empty())
-    sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file);
+    sink = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(file, max_bytes, files);
   else
     sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   sink->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");

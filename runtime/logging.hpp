@@ -4,6 +4,7 @@
 // SPDLOG_LEVEL=info,journal=debug). Keep the returned pointer; do not look loggers up
 // per message.
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -12,8 +13,10 @@
 
 namespace monkey {
 
-/// Sets up logging once: to `file` when given (daemons), else to stderr.
-void init_logging(const std::string& file);
+/// Sets up logging once: to `file` when given (daemons), else to stderr. The file is
+/// rotated: at `max_bytes` it becomes FILE.1 (FILE.1 becomes FILE.2, ...), and at most
+/// `files` old ones are kept.
+void init_logging(const std::string& file, size_t max_bytes = 64u << 20, size_t files = 5);
 
 /// The logger of an area ("coordinator", "journal", "launcher", "devices", "gateway", ...).
 std::shared_ptr<spdlog::logger> logger(const std::string& area);

@@ -210,4 +210,57 @@ std::vector<member> member_table::piggyback(size_t max) {
   return out;
 }
 
+void cluster_view::update(std::vector<member> members, bool majority) {
+  members_ = std::move(members);
+  majority_ = majority;
+  known_ = true;
+}
+
+const member* cluster_view::find(const std::string& node) const {
+  for (auto& m : members_)
+    if (m.node == node)
+      return &m;
+  return nullptr;
+}
+
+member_state cluster_view::state_of(const std::string& node) const {
+  if (node == self_)
+    return member_state::alive;
+  auto* m = find(node);
+  return m ? m->state : member_state::dead;
+}
+
+std::vector<std::string> cluster_view::alive_nodes() const {
+  std::vector<std::string> out{self_};
+  for (auto& m : members_)
+    if (m.node != self_ && m.state == member_state::alive)
+      out.push_back(m.node);
+  return out;
+}
+
+std::vector<std::string> cluster_view::others_alive() const {
+  std::vector<std::string> out;
+  for (auto& m : members_)
+    if (m.node != self_ && m.state == member_state::alive)
+      out.push_back(m.node);
+  return out;
+}
+
+std::vector<std::string> cluster_view::in_state(member_state state) const {
+  std::vector<std::string> out;
+  for (auto& m : members_)
+    if (m.node != self_ && m.state == state)
+      out.push_back(m.node);
+  return out;
+}
+
+std::string cluster_view::minority_text() const {
+  size_t alive = 0;
+  for (auto& m : members_)
+    alive += m.state == member_state::alive ? 1 : 0;
+  return "this node cannot see a majority of the cluster (" + std::to_string(alive) + " of "
+         + std::to_string(members_.size())
+         + " members alive in its view): a partition or many failures";
+}
+
 } // namespace monkey

@@ -109,6 +109,37 @@ private:
   int64_t last_now_ = 0;
 };
 
+/// The member list as an actor other than the membership sees it (the coordinator, the
+/// query actor): what the membership last told it, and whether this node sees a majority.
+class cluster_view {
+public:
+  explicit cluster_view(std::string self) : self_(std::move(self)) {}
+  void update(std::vector<member> members, bool majority);
+
+  const std::string& self() const { return self_; }
+  bool known() const { return known_; }
+  bool majority() const { return majority_; }
+  const std::vector<member>& members() const { return members_; }
+  const member* find(const std::string& node) const;
+  /// This node: alive; unknown nodes: dead.
+  member_state state_of(const std::string& node) const;
+  bool alive(const std::string& node) const { return state_of(node) == member_state::alive; }
+  /// This node first, then the other alive members.
+  std::vector<std::string> alive_nodes() const;
+  /// The other alive members.
+  std::vector<std::string> others_alive() const;
+  /// Members (other than this node) in `state`.
+  std::vector<std::string> in_state(member_state state) const;
+  /// "this node cannot see a majority of the cluster (2 of 5 members alive in its view)..."
+  std::string minority_text() const;
+
+private:
+  std::string self_;
+  std::vector<member> members_;
+  bool majority_ = true;
+  bool known_ = false;
+};
+
 } // namespace monkey
 
 MSGPACK_ADD_ENUM(monkey::member_state);

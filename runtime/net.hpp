@@ -4,6 +4,7 @@
 // started with --tls speaks TLS on every connection it makes or accepts. Included only by
 // .cpp files that already use CAF's network layer.
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -27,9 +28,9 @@ caf::expected<uint16_t> publish_actor(const caf::actor& whom, uint16_t port,
 /// Stops accepting connections for `whom` on `port`.
 void unpublish_actor(const caf::actor& whom, uint16_t port);
 
-/// A handle to the actor published at host:port (blocking; for clients).
+/// A handle to the actor published at host:port (blocking, at most `timeout`; for clients).
 caf::expected<caf::actor> connect_actor(caf::actor_system& sys, const std::string& host,
-                                        uint16_t port);
+                                        uint16_t port, std::chrono::milliseconds timeout);
 
 /// A sentence for a failed connection, naming TLS as the likely cause of a handshake that
 /// broke off when TLS is on (CAF reports only "disconnect during handshake").

@@ -27,6 +27,8 @@ const char* to_string(errc x) {
     case errc::journal_failure: return "journal_failure";
     case errc::conflict: return "conflict";
     case errc::internal: return "internal";
+    case errc::under_replicated: return "under_replicated";
+    case errc::unavailable: return "unavailable";
   }
   return "unknown";
 }
@@ -131,14 +133,29 @@ void unpublish_actor(const caf::actor& whom, uint16_t port) {
 }
 
 caf::expected<caf::actor> connect_actor(caf::actor_system& sys, const std::string& host,
-                                        uint16_t port) {
-  if (sys.has_openssl_manager())
-    return caf::openssl::remote_actor(sys, host, port);
-  return sys.middleman().remote_actor(host, port);
+                                        uint16_t port, std::chrono::milliseconds timeout) {
+  // Asked of the middleman actor with a timeout: CAF's blocking remote_actor() has none, and
+  // waits forever for a node that accepted the TCP connection but is frozen.
+  caf::scoped_actor self{sys};
+  caf::expected<caf::actor> out{caf::sec::request_timeout};
+  self->request(connector(sys), timeout, caf::connect_atom::value, host, port)
+    .receive(
+      [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+        if (ptr)
+          out = caf::actor_cast<caf::actor>(ptr);
+        else
+          out = caf::sec::no_actor_published_at_port;
+      },
+      [&](caf::error& err) { out = std::move(err); });
+  return out;
 }
 
 std::string describe_connect_error(caf::actor_system& sys, const caf::error& err,
                                    const std::string& address) {
+  if (err == caf::sec::request_timeout)
+    return "the node at " + address
+           + " did not complete the connection in time (frozen, overloaded, or not a Monkey "
+             "node)";
   if (err == caf::sec::incompatible_application_ids)
     return "the node at " + address + " runs another Monkey protocol version or message set "
            + "(ours: " + app_identifier(sys.config()) + ")";

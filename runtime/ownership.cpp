@@ -79,6 +79,32 @@ expected<holders> choose_holders(std::string_view key, int32_t cpus, int32_t gpu
   return out;
 }
 
+std::vector<std::string> holders_for(std::string_view key, const std::vector<std::string>& first,
+                                     const std::vector<std::string>& current,
+                                     const std::vector<std::string>& alive, size_t r,
+                                     const std::vector<std::string>& exclude) {
+  std::vector<std::string> out;
+  auto has = [](const std::vector<std::string>& v, const std::string& n) {
+    return std::find(v.begin(), v.end(), n) != v.end();
+  };
+  auto add = [&](const std::string& n) {
+    if (out.size() < r && !has(out, n) && !has(exclude, n))
+      out.push_back(n);
+  };
+  for (auto& n : first)
+    add(n);
+  for (auto& n : current)
+    if (has(alive, n))
+      add(n);
+  std::vector<std::string> others;
+  for (auto& n : alive)
+    if (!has(out, n) && !has(exclude, n))
+      others.push_back(n);
+  for (auto& n : rendezvous_rank(key, std::move(others)))
+    add(n);
+  return out;
+}
+
 std::string successor(std::string_view key, const std::vector<std::string>& surviving) {
   if (surviving.empty())
     return {};

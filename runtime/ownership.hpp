@@ -37,6 +37,17 @@ struct holders {
 expected<holders> choose_holders(std::string_view key, int32_t cpus, int32_t gpus,
                                  const std::vector<holder_candidate>& alive, size_t r);
 
+/// The holders a record should have: `first` (in order), then the nodes of `current` that
+/// are in `alive`, then other members of `alive` by rendezvous rank of `key`, until there
+/// are `r` (or fewer when too few are alive); never a node of `exclude`. One rule for every
+/// place that picks holders: a submit (first = the owner), re-replication after a member
+/// died (current = the record's holders), a drain's hand-over (first = the heir, exclude =
+/// the leaving node) and a granted reservation (first = the new owner and the old one).
+std::vector<std::string> holders_for(std::string_view key, const std::vector<std::string>& first,
+                                     const std::vector<std::string>& current,
+                                     const std::vector<std::string>& alive, size_t r,
+                                     const std::vector<std::string>& exclude = {});
+
 /// After the owner died: the highest-ranked of the surviving holders (empty when none).
 std::string successor(std::string_view key, const std::vector<std::string>& surviving);
 

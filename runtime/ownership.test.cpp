@@ -62,3 +62,24 @@ TEST_CASE("holders: the owner can run the job, the replicas follow the ranking",
   CHECK(successor("k", {}).empty());
   CHECK(successor("k", {"z"}) == "z");
 }
+
+TEST_CASE("holders_for: first, then the alive current holders, then by rank, never excluded",
+          "[ownership]") {
+  std::vector<std::string> alive{"a", "b", "c", "d"};
+  // A submit: the owner first, then the others by rank of the key.
+  auto h = holders_for("key", {"a"}, {}, alive, 2);
+  REQUIRE(h.size() == 2);
+  CHECK(h[0] == "a");
+  std::vector<std::string> others{"b", "c", "d"};
+  CHECK(h[1] == rendezvous_rank("key", others).front());
+  // Re-replication: a dead holder ("x") is replaced, the live one ("c") stays.
+  auto r = holders_for("job", {"a"}, {"a", "x", "c"}, alive, 3);
+  CHECK(r == std::vector<std::string>{"a", "c", rendezvous_rank("job", {"b", "d"}).front()});
+  // A hand-over: the heir first, the leaving node excluded even when it is alive.
+  auto d = holders_for("job", {"b"}, {"a", "b"}, alive, 2, {"a"});
+  REQUIRE(d.size() == 2);
+  CHECK(d[0] == "b");
+  CHECK(d[1] != "a");
+  // Fewer alive than R: as many as there are.
+  CHECK(holders_for("k", {"a"}, {}, {"a"}, 3) == std::vector<std::string>{"a"});
+}

@@ -11,8 +11,18 @@
 // (SSL_ERROR_WANT_READ) is taken for broken and closed. Nodes then drop and redial each
 // other every few hundred milliseconds. These wrappers interpose the four calls (the
 // executable's definitions win over libssl's for libcaf_openssl.so) and forward to libssl.
+//
+// Second trap (CAF issue #1060, fixed only in CAF 0.18): while a TLS handshake waits for the
+// peer, CAF's openssl session calls SSL_accept/SSL_connect from its *write* path too and
+// takes SSL_ERROR_WANT_READ for progress. BASP queues its handshake message at once, so the
+// multiplexer thread spins at 100% CPU for as long as the peer stays silent: a half-open
+// connection to a node, or a client dialing a frozen node (the CLI then burned a core
+// forever). The wrappers below wait, when the handshake must wait for the peer, up to 10 ms
+// for the socket to become readable before they return: the spin becomes a slow poll, and
+// a handshake whose peer answers goes on at once.
 
 #include <dlfcn.h>
+#include <poll.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -22,6 +32,16 @@ namespace {
 template <class F>
 F real(const char* name) {
   return reinterpret_cast<F>(::dlsym(RTLD_NEXT, name));
+}
+
+/// After a handshake step that must wait for the peer: wait a little for its bytes.
+int pace_handshake(SSL* ssl, int ret) {
+  if (ret != 1 && SSL_get_error(ssl, ret) == SSL_ERROR_WANT_READ) {
+    pollfd p{SSL_get_fd(ssl), POLLIN, 0};
+    if (p.fd >= 0)
+      ::poll(&p, 1, 10);
+  }
+  return ret;
 }
 
 } // namespace
@@ -43,13 +63,13 @@ int SSL_write(SSL* ssl, const void* buf, int num) {
 int SSL_accept(SSL* ssl) {
   static auto f = real<int (*)(SSL*)>("SSL_accept");
   ERR_clear_error();
-  return f(ssl);
+  return pace_handshake(ssl, f(ssl));
 }
 
 int SSL_connect(SSL* ssl) {
   static auto f = real<int (*)(SSL*)>("SSL_connect");
   ERR_clear_error();
-  return f(ssl);
+  return pace_handshake(ssl, f(ssl));
 }
 
 } // extern "C"

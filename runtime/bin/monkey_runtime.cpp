@@ -20,6 +20,7 @@
 #include "runtime/auth.hpp"
 #include "runtime/client.hpp"
 #include "runtime/errc.hpp"
+#include "runtime/faults.hpp"
 #include "runtime/journal.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/net_config.hpp"
@@ -60,6 +61,8 @@ struct options {
   double kill_grace_s = 10;
   std::string retention = "7d";
   std::string log_file;
+  std::string log_max_size = "64M";
+  size_t log_files = 5;
   bool tls = false;
   std::string tls_dir;
   std::string tls_name = "node";
@@ -123,6 +126,21 @@ void measure_devices(std::vector<devices::device_info>& devs, const std::string&
     log.info("device {} ({}): {:.1f} GFLOP/s (SGEMM){}", d.name, d.model, d.gflops,
              argv.empty() ? ", cached" : "");
   }
+}
+
+/// "512K", "64M", "1G" (or a number of bytes).
+expected<uint64_t> parse_size_bytes(const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  std::string unit(end ? end : "");
+  double mult = unit.empty() ? 1
+                : unit == "K" || unit == "k" ? 1024.0
+                : unit == "M" || unit == "m" ? 1024.0 * 1024
+                : unit == "G" || unit == "g" ? 1024.0 * 1024 * 1024
+                                             : -1;
+  if (text.empty() || end == text.c_str() || mult < 0 || !(v >= 0) || v * mult > 1e15)
+    return failure{"'" + text + "' is not a size (use e.g. 512K, 64M or 1G)"};
+  return static_cast<uint64_t>(v * mult);
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {
@@ -191,6 +209,12 @@ int main(int argc, char** argv) {
   app.add_option("--tls-name", opt.tls_name, "certificate name in the TLS folder (implies --tls)")
     ->capture_default_str();
   app.add_option("--log-file", opt.log_file, "log file (default DATA_DIR/runtime.log; - for stderr)");
+  app.add_option("--log-max-size", opt.log_max_size,
+                 "rotate the log file at this size (e.g. 64M); older ones are FILE.1, FILE.2, ...")
+    ->capture_default_str();
+  app.add_option("--log-files", opt.log_files, "rotated log files kept")
+    ->check(CLI::Range(1, 1000))
+    ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   if (opt.data_dir.empty())
@@ -201,9 +225,16 @@ int main(int argc, char** argv) {
                  opt.data_dir.c_str(), std::strerror(errno));
     return exit_startup_error;
   }
+  auto log_max = parse_size_bytes(opt.log_max_size);
+  if (!log_max || *log_max < 64 * 1024) {
+    std::fprintf(stderr, "monkey-runtime: --log-max-size: %s\n",
+                 log_max ? "must be at least 64K" : log_max.error().c_str());
+    return exit_startup_error;
+  }
   init_logging(opt.log_file == "-" ? std::string{}
                                    : (opt.log_file.empty() ? opt.data_dir + "/runtime.log"
-                                                           : opt.log_file));
+                                                           : opt.log_file),
+               static_cast<size_t>(*log_max), opt.log_files);
   auto log = logger("runtime");
 
   // Signals are taken synchronously by main: block them before any thread starts.
@@ -237,9 +268,23 @@ int main(int argc, char** argv) {
   auto retention = parse_duration_s(opt.retention);
   if (!retention)
     return fail_start("--retention: " + retention.error());
-  auto secret = load_secret(find_secret_file(opt.secret_file), true);
+  if (auto* env = std::getenv("MONKEY_FAULTS"); env && *env) {
+    auto f = parse_faults(env);
+    if (!f)
+      return fail_start(f.error());
+    log->warn("fault injection is on (MONKEY_FAULTS={}): for tests only", env);
+  }
+  auto secret_path = find_secret_file(opt.secret_file);
+  auto secret = load_secret(secret_path, true);
   if (!secret)
     return fail_start(secret.error());
+  {
+    // The client token beside the secret: what users need to run `monkey` (not the secret).
+    auto slash = secret_path.rfind('/');
+    auto dir = slash == std::string::npos ? std::string(".") : secret_path.substr(0, slash);
+    if (auto bad = write_token_file(dir + "/token", client_token(*secret)); !bad.empty())
+      log->warn("{}", bad);
+  }
   net_settings net;
   if (opt.tls || !opt.tls_dir.empty() || app.count("--tls-name") > 0) {
     net.tls = tls_files_in(opt.tls_dir.empty() ? monkey_home() + "/certs" : opt.tls_dir,
@@ -309,7 +354,6 @@ int main(int argc, char** argv) {
   }
   cc.total.gpus = static_cast<int32_t>(gpus.size());
   cc.devices.front().slots = cc.total.cpus;
-  cc.task_chunk = opt.task_chunk;
   cc.replicas = opt.replicas;
   cc.min_replicas = opt.min_replicas;
   cc.max_queued = opt.max_queued;
@@ -336,6 +380,7 @@ int main(int argc, char** argv) {
   setup.seeds = opt.join;
   setup.suspicion_timeout = std::chrono::milliseconds(static_cast<int64_t>(*suspicion * 1000));
   setup.advertise = opt.advertise;
+  setup.task_chunk = opt.task_chunk;
   auto node = start_node(sys, setup);
   if (!node)
     return fail_start(node.error());
@@ -380,9 +425,21 @@ int main(int argc, char** argv) {
         self->request(members, std::chrono::seconds(2), atoms::shutdown::value)
           .receive([](bool) {},
                    [&](caf::error& err) { log->warn("announcing the leave: {}", describe(err)); });
-      self->request(current_coordinator(sys, node->root), caf::infinite, atoms::shutdown::value, opt.drain)
-        .receive([](bool) {},
-                 [&](caf::error& err) { log->error("shutdown: {}", describe(err)); });
+      // The coordinator stops (or, with --drain, waits for) its attempts; the task
+      // dispatcher lets its chunks in flight finish and writes their final records.
+      for (auto* path : {"core/coordinator", "core/tasks"}) {
+        caf::actor target;
+        self->request(node->root, std::chrono::seconds(10), atoms::which::value,
+                      std::string(path))
+          .receive([&](caf::actor& a) { target = std::move(a); }, [](caf::error&) {});
+        if (!target) {
+          log->error("shutdown: no {} to stop (it is restarting)", path);
+          continue;
+        }
+        self->request(target, caf::infinite, atoms::shutdown::value, opt.drain)
+          .receive([](bool) {},
+                   [&](caf::error& err) { log->error("shutdown of {}: {}", path, describe(err)); });
+      }
       break;
     }
   }

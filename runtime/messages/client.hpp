@@ -17,7 +17,7 @@
 namespace monkey {
 
 /// Bumped on any incompatible change of the protocol.
-constexpr uint32_t protocol_version = 2;
+constexpr uint32_t protocol_version = 3;
 
 enum class verb : uint16_t {
   hello = 1,
@@ -45,13 +45,16 @@ enum class verb : uint16_t {
   peer_digest = 22,    ///< anti-entropy: one page of (id, version) the asker should hold
   peer_fetch = 23,     ///< anti-entropy: the records of the given ids
   peer_reserve = 24,   ///< placement: "run this job now?" (granted: it owns the job)
+  peer_withdraw = 25,  ///< placement: an unanswered reservation request is withdrawn
 };
 
 const char* to_string(verb v);
 
 struct hello_request {
   uint32_t protocol = protocol_version;
-  MSGPACK_DEFINE_MAP(protocol);
+  std::string role = "client"; ///< client, node or app: the key the session will prove
+  std::string attempt;         ///< app: the attempt id whose key it proves
+  MSGPACK_DEFINE_MAP(protocol, role, attempt);
 };
 
 struct hello_reply {
@@ -78,7 +81,20 @@ struct submit_request {
   job_spec spec;          ///< an array spec is expanded by the node
   std::string client_key; ///< a retried submit with the same key creates nothing new
   int32_t hops = 0;       ///< forwards so far (a node forwards a client's submit to the owner once)
-  MSGPACK_DEFINE_MAP(spec, client_key, hops);
+  /// The client or the forwarding node tries again after a failure: the owner then looks the
+  /// key up on every alive member before it creates anything.
+  bool retry = false;
+  /// A forwarded submission is refused after this time (the forwarding node's clock, ms):
+  /// by then that node has tried another owner.
+  int64_t deadline_ms = 0;
+  MSGPACK_DEFINE_MAP(spec, client_key, hops, retry, deadline_ms);
+};
+
+/// peer_reserve's answer: whether the asked node took the job over (and runs it now).
+struct reserve_reply {
+  bool granted = false;
+  std::string reason; ///< why not
+  MSGPACK_DEFINE_MAP(granted, reason);
 };
 
 /// peer_replicate: records a replica stores (the owner's every transition).
@@ -104,7 +120,9 @@ struct digest_request {
 struct digest_entry {
   job_id id;
   uint64_t version = 0;
-  MSGPACK_DEFINE_MAP(id, version);
+  bool final = false;  ///< the copy is in a final state (it stands over any that is not)
+  std::string owner;   ///< the copy's owner (equal versions: the lower owner id stands)
+  MSGPACK_DEFINE_MAP(id, version, final, owner);
 };
 
 struct digest_reply {
@@ -199,10 +217,14 @@ struct peer_ping_req_request {
 };
 
 struct list_request {
+  list_request() = default;
+  list_request(std::string state, uint32_t limit) : state(std::move(state)), limit(limit) {}
   std::string state; ///< filter; empty: all
   uint32_t limit = 0; ///< 0: no limit (newest last)
   bool local = false; ///< only this node's records (a peer asks; no fan-out)
-  MSGPACK_DEFINE_MAP(state, limit, local);
+  std::string key;    ///< only the jobs of this client key (a retried submit's lookup)
+  std::string id;     ///< only the jobs whose id ends with this text (resolving a suffix)
+  MSGPACK_DEFINE_MAP(state, limit, local, key, id);
 };
 
 struct job_summary {
@@ -224,14 +246,18 @@ struct job_summary {
   /// Listed from memory: every holder of the record is down, so no answer carried it
   /// ("unavailable (replicas down)"); it returns when a holder restarts on its data.
   bool unavailable = false;
+  bool final = false; ///< in a final state (a final copy stands over any that is not)
   MSGPACK_DEFINE_MAP(id, name, state, attempts, priority, cpus, gpus, submitted_ms, updated_ms,
-                     exit_code, reason, owner, ran_on, version, holders, unavailable);
+                     exit_code, reason, owner, ran_on, version, holders, unavailable, final);
 };
 
 struct list_reply {
   std::vector<job_summary> jobs;
   std::vector<std::string> unreachable; ///< members that did not answer: the list is partial
-  MSGPACK_DEFINE_MAP(jobs, unreachable);
+  /// Members declared dead or gone: jobs held only by them are not shown (unless this node
+  /// listed them before: then they appear as "unavailable").
+  std::vector<std::string> dead;
+  MSGPACK_DEFINE_MAP(jobs, unreachable, dead);
 };
 
 /// show, cancel and why: a full id or a unique suffix of at least 6 characters.
@@ -302,9 +328,12 @@ struct status_reply {
   std::vector<device_row> devices;
   uint64_t tasks_queued = 0;    ///< tasks waiting for a device proxy
   uint64_t tasks_in_flight = 0; ///< chunks handed to device proxies
+  /// Sizes of the node's in-memory tables (jobs owned and held, client keys, offers, ...):
+  /// each is bounded or pruned; tests check that they shrink.
+  std::map<std::string, int64_t> sizes;
   MSGPACK_DEFINE_MAP(node, incarnation, address, pid, started_ms, version, accepting,
                      jobs_by_state, cpus_total, cpus_free, gpus_total, gpus_free, mem_total_mb,
-                     mem_free_mb, devices, tasks_queued, tasks_in_flight);
+                     mem_free_mb, devices, tasks_queued, tasks_in_flight, sizes);
 };
 
 } // namespace monkey

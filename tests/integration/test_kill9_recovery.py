@@ -45,7 +45,7 @@ def kill9_recovery(c):
             check(s["requeues_used"] == 1 and s["retries_used"] == 0,
                   f"{jid}: one requeue, no retry: {s['requeues_used']}/{s['retries_used']}")
             check(s["attempts"][0]["outcome"] == "lost", "first attempt lost")
-            check("runtime crash" in s["attempts"][0]["cause"], s["attempts"][0]["cause"])
+            check("runtime restart" in s["attempts"][0]["cause"], s["attempts"][0]["cause"])
             check(len(s["attempts"]) == 2, "two attempts")
         else:
             check(s["requeues_used"] == 0 and len(s["attempts"]) == 1, f"{jid} ran once")

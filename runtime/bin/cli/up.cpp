@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "runtime/bin/up.hpp"
+#include "runtime/bin/cli/up.hpp"
 
 #include <cerrno>
 #include <chrono>
@@ -121,7 +121,7 @@ void write_up_file(const std::string& path, const std::vector<up_node>& nodes) {
 
 /// How many members `address` sees alive, or a failure.
 expected<size_t> alive_seen(const std::string& address, const std::string& secret) {
-  auto c = client::connect({address}, secret);
+  auto c = client::connect({address}, credentials{client_token(secret)});
   if (!c)
     return failure{c.error()};
   auto r = (*c)->call<nodes_reply>(verb::nodes, std::string{}, std::chrono::seconds(5));

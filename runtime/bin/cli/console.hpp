@@ -4,6 +4,7 @@
 // completion (libedit). Each line is one `monkey` command run over the console's single
 // authenticated connection; `-c CMD` runs one command and exits with its code.
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,9 @@ namespace monkey {
 struct console_options {
   std::string address;
   std::string secret_file;
+  std::string token_file;
+  std::string tls_dir;
+  std::chrono::milliseconds timeout{5000}; ///< to connect to one node
   std::string command; ///< -c: run this and exit
 };
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "runtime/bin/console.hpp"
+#include "runtime/bin/cli/console.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -8,6 +8,7 @@
 #include <editline/readline.h>
 
 #include "runtime/auth.hpp"
+#include "runtime/bin/cli/cli.hpp"
 #include "runtime/supervisor.hpp"
 
 namespace monkey {
@@ -67,10 +68,11 @@ char** complete(const char* text, int start, int /*end*/) {
 }
 
 expected<std::unique_ptr<client>> connect(const console_options& opt) {
-  auto secret = load_secret(find_secret_file(opt.secret_file), false);
-  if (!secret)
-    return failure{secret.error()};
-  return client::connect(find_addresses(opt.address), *secret);
+  auto key = find_client_key(opt.token_file, opt.secret_file);
+  if (!key)
+    return failure{key.error()};
+  return client::connect(find_addresses(opt.address), credentials{*key},
+                         find_tls_files(opt.tls_dir), opt.timeout);
 }
 
 int run_line(const std::string& line, cli_function run, client* c) {
@@ -191,5 +193,31 @@ int run_console(const console_options& opt, cli_function run) {
   std::printf("\n");
   return 0;
 }
+
+namespace cli {
+
+verb_def add_console(CLI::App& app) {
+  auto command = std::make_shared<std::string>();
+  auto* s = app.add_subcommand("console", "interactive console: line editing, history, "
+                                          "completion; every verb without the word monkey");
+  s->add_option("-c", *command, "run this one command over the console's connection and exit "
+                                "with its exit code");
+  return {s,
+          [command](context& ctx) {
+            if (ctx.shared)
+              return fail("already in the console");
+            console_options opt;
+            opt.address = ctx.g.address;
+            opt.secret_file = ctx.g.secret_file;
+            opt.token_file = ctx.g.token_file;
+            opt.tls_dir = ctx.g.tls_dir;
+            opt.timeout = std::chrono::milliseconds(static_cast<int64_t>(ctx.g.timeout_s * 1000));
+            opt.command = *command;
+            return run_console(opt, &run_cli);
+          },
+          false, false};
+}
+
+} // namespace cli
 
 } // namespace monkey

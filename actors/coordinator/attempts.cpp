@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: Apache-2.0
+// Placement on this node, attempt start and end, workers, voided attempts and fencing.
+#include "actors/coordinator/state.hpp"
+
+#include <csignal>
+#include <sys/stat.h>
+
+#include "actors/coordinator/launch_env.hpp"
+#include "actors/fan_out.hpp"
+#include "actors/worker.hpp"
+#include "runtime/proc.hpp"
+
+namespace monkey {
+
+void request_schedule(coordinator_actor* self) {
+  if (!self->state.schedule_queued) {
+    self->state.schedule_queued = true;
+    self->send(self, atoms::schedule::value);
+  }
+}
+
+resources need_of(const job_spec& s) {
+  resources r;
+  r.cpus = s.cpus;
+  r.mem_mb = s.mem_mb;
+  r.gpus = s.gpus;
+  r.gpu_mem_mb = s.gpu_mem_mb;
+  r.tags = s.tags;
+  return r;
+}
+
+std::optional<job_state> known_state(const coordinator_state& st, const job_id& id) {
+  if (st.finals.count(id))
+    return job_state::running; // its final state is still being committed
+  if (auto* rec = st.book.find(id))
+    return rec->state;
+  if (auto it = st.remote.find(id); it != st.remote.end() && it->second.exists
+                                    && it->second.learned_ms > 0)
+    return it->second.state;
+  return std::nullopt;
+}
+
+void ask_dependencies(coordinator_actor* self, const std::vector<job_id>& ids) {
+  auto& st = self->state;
+  auto now = now_ms();
+  std::vector<job_id> ask;
+  for (auto& id : ids) {
+    auto& r = st.remote[id];
+    if (r.asking || now - r.learned_ms < 1000)
+      continue;
+    r.asking = true;
+    ask.push_back(id);
+  }
+  if (ask.empty())
+    return;
+  auto others = st.view.others_alive();
+  auto found = std::make_shared<std::map<job_id, job_record>>();
+  auto answered = std::make_shared<size_t>(0);
+  fan_out(
+    self, st.membership, others, verb::peer_fetch, encode(fetch_request{st.self_node(), ask}),
+    peer_timeout::fetch,
+    [=](const peer_answer& a) {
+      if (!a)
+        return;
+      auto r = decode<replicate_request>(*a.body, "fetch");
+      if (!r)
+        return;
+      *answered += 1;
+      for (auto& rec : r->records) {
+        auto it = found->find(rec.id);
+        if (it == found->end() || replica::stands_over(rec, it->second))
+          (*found)[rec.id] = rec;
+      }
+    },
+    [=] {
+      auto& st = self->state;
+      bool all = *answered == others.size();
+      auto now = now_ms();
+      for (auto& id : ask) {
+        auto& r = st.remote[id];
+        r.asking = false;
+        if (auto it = found->find(id); it != found->end()) {
+          r.exists = true;
+          r.state = it->second.state;
+          r.learned_ms = now;
+        } else if (all) {
+          r.exists = false;
+          r.learned_ms = now;
+        }
+      }
+      request_schedule(self);
+    });
+}
+
+std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_id>* doomed) {
+  std::vector<queued_job> queue;
+  queue.reserve(st.book.queue().size());
+  auto now = now_ms();
+  auto state_of = [&](const job_id& d) { return known_state(st, d); };
+  bool members_down = !st.view.in_state(member_state::dead).empty()
+                      || !st.view.in_state(member_state::suspect).empty();
+  for (auto& [seq, id] : st.book.queue()) {
+    auto* rec = st.book.owned(id);
+    if (!rec)
+      continue;
+    queued_job q;
+    q.id = id;
+    q.priority = rec->spec.priority;
+    q.submit_seq = rec->submit_seq;
+    q.need = need_of(rec->spec);
+    q.timeout_s = rec->spec.timeout_s;
+    if (!rec->spec.after.empty()) {
+      auto deps = check_dependencies(*rec, state_of);
+      if (deps.kind == dependency_check::never) {
+        if (doomed)
+          doomed->push_back(id);
+        continue;
+      }
+      if (deps.kind == dependency_check::unknown) {
+        q.blocked = deps.text;
+        for (auto& d : deps.ask) {
+          auto it = st.remote.find(d);
+          if (it != st.remote.end() && !it->second.exists && it->second.learned_ms > 0) {
+            if (!members_down) {
+              if (doomed)
+                doomed->push_back(id);
+              break;
+            }
+            q.blocked = "waits for job " + d.short_str()
+                        + ", which no alive member holds (members that are down may hold it)";
+          }
+        }
+        if (doomed && !doomed->empty() && doomed->back() == id)
+          continue;
+      } else if (deps.kind == dependency_check::waiting) {
+        q.blocked = deps.text;
+      }
+    }
+    if (q.blocked.empty() && !st.accepting)
+      q.blocked = "the node is draining: it starts no new attempts";
+    if (q.blocked.empty())
+      if (auto o = st.offered.find(id); o != st.offered.end())
+        q.blocked = "offered to node " + o->second.target + " (a reservation request is "
+                    + (o->second.unanswered ? "unanswered: it is being withdrawn" : "under way")
+                    + ")";
+    (void)now;
+    queue.push_back(std::move(q));
+  }
+  return queue;
+}
+
+std::vector<running_job> placement_running(const coordinator_state& st) {
+  std::vector<running_job> running;
+  running.reserve(st.running.size());
+  for (auto& [id, run] : st.running)
+    running.push_back({id, run.use, run.end_ms});
+  return running;
+}
+
+namespace {
+
+/// Why a dependent job can never start (for a job in `doomed`).
+std::string never_reason(coordinator_state& st, const job_record& rec) {
+  auto deps = check_dependencies(rec, [&](const job_id& d) { return known_state(st, d); });
+  if (deps.kind == dependency_check::never)
+    return deps.text;
+  for (auto& d : deps.ask)
+    return "dependency " + d.short_str() + " no longer exists in the cluster (no member holds it)";
+  return "a dependency can never be met";
+}
+
+void start_attempt(coordinator_actor* self, const job_id& id) {
+  auto& st = self->state;
+  auto* rec = st.book.owned(id);
+  if (!rec)
+    return;
+  st.book.dequeue(id);
+  auto dir = st.cfg.data_dir + "/logs/" + id.str();
+  ::mkdir((st.cfg.data_dir + "/logs").c_str(), 0755);
+  ::mkdir(dir.c_str(), 0755);
+  run_info run;
+  run.use = need_of(rec->spec);
+  for (int i = 0; i < rec->spec.gpus && !st.free_gpus.empty(); ++i) {
+    run.gpus.push_back(*st.free_gpus.begin());
+    st.free_gpus.erase(st.free_gpus.begin());
+  }
+  auto now = now_ms();
+  auto& at = begin_attempt(*rec, attempt_id{st.cfg.node, st.cfg.incarnation, ++st.attempt_seq},
+                           now, dir, std::vector<int32_t>(run.gpus.begin(), run.gpus.end()));
+  run.attempt = at.number;
+  run.end_ms = rec->spec.timeout_s > 0
+                 ? now + static_cast<int64_t>(rec->spec.timeout_s * 1000)
+                 : no_end;
+  auto gpus = run.gpus;
+  st.running[id] = std::move(run);
+  auto args = worker_args_for(st, *rec, at);
+  args.request = launch_for(*rec, at, std::vector<int32_t>(gpus.begin(), gpus.end()), st.cfg.node,
+                            st.cfg.cgroup_base);
+  // The child starts now; its record is journaled in the same grouped commit as its pid
+  // soon after. A crash before that commit kills the child (PR_SET_PDEATHSIG) and, with
+  // cgroups, everything it started (recovery empties the node's cgroups), so the job is
+  // simply still queued: execution is at-least-once, the recorded result exactly-once.
+  spawn_worker_for(self, id, args);
+  persist(self, {*rec});
+}
+
+} // namespace
+
+void schedule(coordinator_actor* self) {
+  auto& st = self->state;
+  st.schedule_queued = false;
+  if (!st.accepting && !st.draining)
+    return;
+  if (!st.view.majority())
+    return; // a minority starts no new attempts; running ones go on
+  std::vector<job_id> doomed;
+  auto queue = placement_queue(st, &doomed);
+  std::vector<job_id> ask;
+  for (auto& [seq, id] : st.book.queue())
+    if (auto* rec = st.book.owned(id))
+      for (auto& d : rec->spec.after)
+        if (!st.book.find(d.job) && !st.finals.count(d.job))
+          ask.push_back(d.job);
+  if (!ask.empty())
+    ask_dependencies(self, ask);
+  for (auto& id : doomed) {
+    auto* rec = st.book.owned(id);
+    if (!rec)
+      continue;
+    auto before = *rec;
+    auto why = never_reason(st, *rec);
+    st.book.dequeue(id);
+    touch(*rec, job_state::cancelled, why, now_ms());
+    commit_final(self, id, before, [=](final_outcome) { request_schedule(self); });
+  }
+  // The hot path builds no explanations; `why` recomputes them when asked.
+  auto plan = plan_placement(st.cfg.total, placement_running(st), std::move(queue), now_ms(),
+                             false);
+  for (auto& id : plan.start)
+    start_attempt(self, id);
+}
+
+std::string explain_wait(coordinator_state& st, const job_id& id) {
+  auto queue = placement_queue(st, nullptr);
+  for (auto& q : queue)
+    q.label = q.id.short_str();
+  auto plan = plan_placement(st.cfg.total, placement_running(st), std::move(queue), now_ms(), true);
+  if (auto it = plan.why.find(id); it != plan.why.end())
+    return it->second;
+  for (auto& s : plan.start)
+    if (s == id)
+      return "queued; it fits now and starts at the next placement";
+  return "queued; placement runs next";
+}
+
+worker_args worker_args_for(const coordinator_state& st, const job_record& rec,
+                            const attempt_record& at) {
+  worker_args w;
+  w.job = rec.id;
+  w.attempt = at.number;
+  w.timeout_s = rec.spec.timeout_s;
+  w.started_ms = at.started_ms;
+  w.stdout_path = at.log_out;
+  w.mem_limit_mb = rec.spec.mem_mb;
+  w.kill_grace = st.cfg.kill_grace;
+  return w;
+}
+
+void spawn_worker_for(coordinator_actor* self, const job_id& id, worker_args args) {
+  auto& st = self->state;
+  auto worker = spawn_worker(self->system(), std::move(args), caf::actor_cast<caf::actor>(self),
+                             st.journal, st.launch);
+  // Linked: a worker dies with its coordinator (the child process lives on and is
+  // re-adopted); a worker's own crash reaches the coordinator's exit handler.
+  self->link_to(worker);
+  auto& run = st.running[id];
+  run.worker = worker;
+  if (!run.stop_pending.empty())
+    self->send(worker, atoms::stop::value, run.stop_pending);
+}
+
+void respawn_worker(coordinator_actor* self, const job_id& id) {
+  auto& st = self->state;
+  auto* rec = st.book.owned(id);
+  auto run = st.running.find(id);
+  if (!rec || run == st.running.end() || rec->attempts.empty())
+    return;
+  auto& at = rec->attempts.back();
+  auto args = worker_args_for(st, *rec, at);
+  args.adopt = true;
+  args.adopt_pid = at.pid;
+  args.pgid = at.pgid;
+  args.cgroup_dir = at.cgroup;
+  run->second.worker = nullptr;
+  run->second.restarts += 1;
+  spawn_worker_for(self, id, args);
+}
+
+bool hold(coordinator_actor* self) {
+  auto& st = self->state;
+  auto now = now_ms();
+  if (st.last_tick_ms != 0 && now - st.last_tick_ms > 1200) { // the tick itself is late
+    st.hold_until = std::max(st.hold_until, now + hold_after_pause_ms);
+    st.last_tick_ms = now;
+  }
+  // (A node shutting down has left the member list, and so sees no majority: its last
+  // outcomes are written as a clean stop requires.)
+  if (now >= st.hold_until && (st.view.majority() || !st.accepting))
+    return false;
+  // Paused, or cut off from the majority: the others may adopt this job meanwhile, so its
+  // outcome waits (and is voided by fencing if they did).
+  st.on_hold.push_back(self->current_mailbox_element()->copy_content_to_message());
+  return true;
+}
+
+void release_held(coordinator_actor* self) {
+  auto& st = self->state;
+  if (st.on_hold.empty() || now_ms() < st.hold_until || !(st.view.majority() || !st.accepting))
+    return;
+  auto msgs = std::move(st.on_hold);
+  st.on_hold.clear();
+  for (auto& m : msgs)
+    self->send(self, m);
+}
+
+void on_started(coordinator_actor* self, const job_id& id, int32_t number,
+                const launch_result& res) {
+  auto& st = self->state;
+  auto* rec = st.book.owned(id);
+  auto run = st.running.find(id);
+  if (!rec || run == st.running.end() || run->second.attempt != number || rec->attempts.empty()
+      || rec->attempts.back().number != number)
+    return;
+  auto& at = rec->attempts.back();
+  at.pid = res.pid;
+  at.pgid = res.pgid;
+  at.start_ticks = res.start_ticks;
+  at.cgroup = res.cgroup_dir;
+  rec->version += 1;
+  rec->updated_ms = now_ms();
+  persist(self, {*rec});
+}
+
+void on_done(coordinator_actor* self, const job_id& id, int32_t number,
+             const attempt_result& res) {
+  auto& st = self->state;
+  auto* rec = st.book.owned(id);
+  auto run = st.running.find(id);
+  // Not (or no longer) an attempt of this node: delivered twice, or voided meanwhile.
+  if (!rec || run == st.running.end() || run->second.attempt != number)
+    return;
+  auto before = *rec;
+  if (!end_attempt(*rec, number, attempt_end{res.outcome, res.cause, res.exit}, now_ms()))
+    return;
+  for (int g : run->second.gpus)
+    st.free_gpus.insert(g);
+  if (run->second.worker)
+    self->unlink_from(run->second.worker);
+  st.running.erase(run);
+  st.book.requeue_if_queued(id);
+  // Its slots are free now: place the next job without waiting for the commit. A
+  // shutdown waits for it, so that no final state is lost at a clean stop.
+  request_schedule(self);
+  if (is_final(rec->state))
+    commit_final(self, id, before, [=](final_outcome) { maybe_finish_shutdown(self); });
+  else
+    persist(self, {*rec}, [=](const persist_result&) { maybe_finish_shutdown(self); });
+  check_drained(self);
+}
+
+size_t void_attempt(coordinator_actor* self, const job_id& id, const std::string& why) {
+  auto& st = self->state;
+  auto run = st.running.find(id);
+  if (run == st.running.end())
+    return 0;
+  size_t killed = 0;
+  if (auto* rec = st.book.find(id); rec && !rec->attempts.empty()) {
+    auto& at = rec->attempts.back();
+    killed = static_cast<size_t>(signal_job(at.cgroup, at.pgid, SIGKILL));
+    if (!at.cgroup.empty())
+      st.launch->retire_cgroup(at.cgroup);
+  }
+  for (int g : run->second.gpus)
+    st.free_gpus.insert(g);
+  if (run->second.worker) {
+    self->unlink_from(run->second.worker);
+    caf::anon_send_exit(run->second.worker, caf::exit_reason::user_shutdown);
+  }
+  st.log->warn("attempt {} of job {} is void ({}): killed {} processes", run->second.attempt,
+               id.short_str(), why, killed);
+  st.running.erase(run);
+  request_schedule(self);
+  return killed;
+}
+
+size_t fence_jobs(coordinator_actor* self, const std::string& why) {
+  auto& st = self->state;
+  st.fence_cause = why;
+  std::vector<job_id> runs;
+  for (auto& [id, run] : st.running)
+    runs.push_back(id);
+  size_t killed = 0;
+  for (auto& id : runs)
+    killed += void_attempt(self, id, "fenced: " + why);
+  st.on_hold.clear(); // outcomes of attempts that may have been adopted elsewhere: void
+  // Final states not yet stored by every holder are void too: the record goes back to what
+  // it was before, and the sync decides.
+  auto finals = std::move(st.finals);
+  st.finals.clear();
+  for (auto& [id, p] : finals) {
+    st.book.park(p.before);
+    for (auto& f : p.then)
+      if (f)
+        f(final_outcome::superseded);
+  }
+  // Unfinished jobs, and jobs that finished in the last minute: their final record may not
+  // have reached the holders before the pause, and a holder may have adopted them since.
+  std::vector<job_id> own;
+  auto recent = now_ms() - 60'000;
+  for (auto& [id, rec] : st.book.owned_all())
+    if (!is_final(rec.state) || (rec.updated_ms > recent && rec.replicas.size() > 1))
+      own.push_back(id);
+  for (auto& id : own)
+    st.book.park(*st.book.owned(id));
+  st.book.unconfirm_all();
+  st.synced = false;
+  st.sync_deadline_ms = now_ms() + 5000;
+  st.log->warn("fenced: killed {} job processes of {} attempts ({}); {} jobs wait to hear from "
+               "the cluster",
+               killed, runs.size(), why, st.book.unsynced().size());
+  self->delayed_send(self, std::chrono::milliseconds(500), atoms::sync::value);
+  return own.size();
+}
+
+void maybe_finish_shutdown(coordinator_actor* self) {
+  auto& st = self->state;
+  if (st.accepting || st.shutdown_waiters.empty() || !st.running.empty())
+    return;
+  // Final states being committed are waited for (a clean stop loses none), for a while.
+  if (!st.finals.empty() && now_ms() < st.shutdown_deadline_ms)
+    return;
+  if (!st.finals.empty())
+    st.log->warn("shutting down with {} final states not confirmed by their holders: they "
+                 "are recorded where they reached, and re-run otherwise",
+                 st.finals.size());
+  for (auto& rp : st.shutdown_waiters)
+    rp.deliver(true);
+  st.shutdown_waiters.clear();
+}
+
+} // namespace monkey

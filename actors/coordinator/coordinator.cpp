@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: Apache-2.0
+// The coordinator actor: its message table, start, tick, worker restarts and shutdown.
+// Each handler decodes a message and hands it to the file that owns the concern
+// (state.hpp lists them).
+#include "actors/coordinator/coordinator.hpp"
+
+#include <csignal>
+#include <unistd.h>
+
+#include "actors/coordinator/state.hpp"
+#include "actors/membership.hpp"
+#include "runtime/envelope.hpp"
+#include "runtime/supervisor.hpp"
+
+namespace monkey {
+
+namespace {
+
+/// One anti-entropy page, one round of offers and withdrawals every 5 ticks (1 s).
+constexpr uint64_t every_second = 5;
+
+/// Decodes the request of `env` as `Request` and hands it to `handle`, or answers
+/// bad_request naming what is wrong.
+template <class Request, class Handle>
+void dispatch(caf::response_promise& rp, const envelope& env, const char* what, Handle handle) {
+  auto req = decode<Request>(env.body, what);
+  if (!req)
+    return rp.deliver(make_error(errc::bad_request, req.error()));
+  handle(std::move(*req));
+}
+
+void on_envelope(coordinator_actor* self, const envelope& env) {
+  auto rp = self->make_response_promise();
+  auto& st = self->state;
+  switch (static_cast<verb>(env.verb)) {
+    case verb::submit:
+      return dispatch<submit_request>(rp, env, "submit", [&](submit_request r) {
+        accept_submit(self, rp, std::move(r));
+      });
+    case verb::list:
+      return dispatch<list_request>(rp, env, "jobs", [&](list_request r) { on_list(self, rp, r); });
+    case verb::show:
+      return dispatch<id_request>(rp, env, "show", [&](id_request r) { on_show(self, rp, r); });
+    case verb::why:
+      return dispatch<id_request>(rp, env, "why", [&](id_request r) { on_why(self, rp, r); });
+    case verb::cancel:
+      return dispatch<id_request>(rp, env, "cancel",
+                                  [&](id_request r) { on_cancel(self, rp, r); });
+    case verb::logs:
+      return dispatch<logs_request>(rp, env, "logs",
+                                    [&](logs_request r) { on_logs(self, rp, r); });
+    case verb::peer_replicate:
+      return dispatch<replicate_request>(rp, env, "peer replicate", [&](replicate_request r) {
+        on_replicate(self, rp, std::move(r));
+      });
+    case verb::peer_digest:
+      return dispatch<digest_request>(rp, env, "peer digest",
+                                      [&](digest_request r) { on_digest(self, rp, r); });
+    case verb::peer_fetch:
+      return dispatch<fetch_request>(rp, env, "peer fetch", [&](fetch_request r) {
+        if (r.ids.size() > 4096)
+          return rp.deliver(make_error(errc::bad_request, "peer fetch: more than 4096 ids"));
+        on_fetch(self, rp, r);
+      });
+    case verb::peer_reserve:
+      return dispatch<replicate_request>(rp, env, "peer reserve", [&](replicate_request r) {
+        on_reserve(self, rp, std::move(r));
+      });
+    case verb::peer_withdraw:
+      return dispatch<id_request>(rp, env, "peer withdraw",
+                                  [&](id_request r) { on_withdraw(self, rp, r); });
+    case verb::drain:
+      return dispatch<id_request>(rp, env, "drain", [&](id_request r) { on_drain(self, rp, r); });
+    case verb::status:
+    case verb::devices:
+      return rp.deliver(reply(make_status(st)));
+    default:
+      return rp.deliver(make_error(errc::bad_request, "the coordinator does not answer verb "
+                                                        + std::to_string(env.verb)));
+  }
+}
+
+void subscribe_members(coordinator_actor* self) {
+  auto& st = self->state;
+  auto m = caf::actor_cast<caf::actor>(
+    self->system().registry().get(caf::atom_from_string(membership_name)));
+  if (!m) { // it starts after the coordinator
+    self->delayed_send(self, std::chrono::milliseconds(100), atoms::subscribe::value);
+    return;
+  }
+  st.membership = m;
+  self->monitor(m);
+  self->send(m, atoms::subscribe::value);
+}
+
+void on_tick(coordinator_actor* self) {
+  auto& st = self->state;
+  auto now = now_ms();
+  if (st.last_tick_ms != 0 && now - st.last_tick_ms > 1200)
+    st.hold_until = now + hold_after_pause_ms;
+  st.last_tick_ms = now;
+  ++st.ticks;
+  if (st.ticks % every_second == 0) {
+    anti_entropy_step(self);
+    offer_queued(self);
+    withdraw_unanswered(self);
+    check_drained(self);
+    if (!st.synced)
+      try_sync(self);
+  }
+  if (st.recheck_members && st.ticks % (2 * every_second) == 0) {
+    st.recheck_members = false;
+    on_members(self);
+  }
+  retry_finals(self);
+  release_held(self);
+  if (!st.shutdown_waiters.empty())
+    maybe_finish_shutdown(self);
+  self->delayed_send(self, std::chrono::milliseconds(200), atoms::tick::value);
+}
+
+void on_shutdown(coordinator_actor* self, bool drain) {
+  auto& st = self->state;
+  auto rp = self->make_response_promise();
+  st.shutdown_waiters.push_back(rp);
+  st.accepting = false;
+  st.draining = drain;
+  st.shutdown_deadline_ms = now_ms() + 10'000;
+  if (!drain)
+    for (auto& [id, run] : st.running) {
+      if (run.worker)
+        self->send(run.worker, atoms::stop::value, std::string("requeued"));
+      else
+        run.stop_pending = "requeued";
+    }
+  st.log->info("shutting down: {} running jobs {}", st.running.size(),
+               drain ? "will be waited for" : "are stopped and requeued");
+  maybe_finish_shutdown(self);
+}
+
+tree_node tree_of(coordinator_actor* self) {
+  auto& st = self->state;
+  tree_node me;
+  me.name = "coordinator";
+  me.kind = "coordinator";
+  me.id = self->id();
+  me.state = "running";
+  for (auto& [id, run] : st.running) {
+    tree_node w;
+    w.name = "worker-" + id.short_str() + "-" + std::to_string(run.attempt);
+    w.kind = "worker";
+    w.id = run.worker ? run.worker.id() : 0;
+    w.restarts = run.restarts;
+    w.state = run.worker ? "running" : "starting";
+    me.children.push_back(std::move(w));
+  }
+  return me;
+}
+
+caf::result<std::string> kill_worker(coordinator_actor* self, const std::string& name) {
+  for (auto& [id, run] : self->state.running) {
+    if ("worker-" + id.short_str() + "-" + std::to_string(run.attempt) != name)
+      continue;
+    if (!run.worker)
+      return make_error(errc::conflict, name + " is starting; try again");
+    // Anonymously: an exit from the coordinator itself would first unlink the worker, and
+    // its death would then never reach the exit handler that restarts it. Not with
+    // exit_reason::kill either: CAF makes that reason fatal for linked actors too.
+    caf::anon_send_exit(run.worker, caf::exit_reason::user_shutdown);
+    auto* rec = self->state.book.owned(id);
+    return "killed " + name + "; the coordinator restarts it and it re-adopts pid "
+           + std::to_string(rec ? rec->attempts.back().pid : 0);
+  }
+  return make_error(errc::not_found, "no worker '" + name + "'");
+}
+
+caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
+                               caf::actor journal, std::shared_ptr<launcher> launch) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.journal = std::move(journal);
+  st.launch = std::move(launch);
+  st.log = logger("coordinator");
+  st.view = cluster_view{st.self_node()};
+  for (int g : st.cfg.gpu_indices)
+    st.free_gpus.insert(g);
+  // Nothing else is handled until the journal has been read back.
+  self->request(st.journal, caf::infinite, atoms::load::value)
+    .await(
+      [=](record_list& recs) {
+        recover(self, recs);
+        subscribe_members(self);
+      },
+      [=](const caf::error& err) {
+        self->state.log->critical("cannot recover from the journal: {}", describe(err));
+        self->quit(err);
+      });
+  self->set_down_handler([=](const caf::down_msg& dm) {
+    auto& st = self->state;
+    if (st.membership && st.membership.address() == dm.source) {
+      st.membership = nullptr; // restarted by the node supervisor: subscribe again
+      self->delayed_send(self, std::chrono::milliseconds(100), atoms::subscribe::value);
+    }
+  });
+  self->set_exit_handler([=](const caf::exit_msg& em) {
+    auto& st = self->state;
+    for (auto& [id, run] : st.running) {
+      if (!run.worker || run.worker.address() != em.source)
+        continue;
+      if (em.reason == caf::exit_reason::normal)
+        return; // finished; its done message is on the way or applied
+      auto jid = id;
+      st.log->warn("worker of job {} attempt {} died ({}); restarting it to re-adopt its "
+                   "process",
+                   jid.short_str(), run.attempt, caf::to_string(em.reason));
+      respawn_worker(self, jid);
+      return;
+    }
+    // Not a worker: our supervisor (or a link) stops us.
+    if (em.reason != caf::exit_reason::normal)
+      self->quit(em.reason);
+  });
+  auto retention_tick = std::chrono::milliseconds(
+    std::clamp<int64_t>(st.cfg.retention_ms / 10, 1000, 3600 * 1000));
+  self->delayed_send(self, retention_tick, atoms::compact::value);
+  self->send(self, atoms::tick::value);
+  return {
+    [=](const envelope& env) { on_envelope(self, env); },
+    [=](atoms::schedule) { schedule(self); },
+    [=](atoms::subscribe) { subscribe_members(self); },
+    [=](atoms::members, member_list& ms, bool majority) {
+      auto& st = self->state;
+      if (majority != st.view.majority())
+        st.log->warn(majority ? "this node sees a majority of the cluster again: it starts "
+                                "attempts and accepts submissions"
+                              : "this node cannot see a majority of the cluster: it starts no "
+                                "new attempts and refuses submissions (running ones go on)");
+      st.view.update(std::move(ms), majority);
+      if (majority)
+        request_schedule(self);
+      on_members(self);
+    },
+    [=](atoms::sync) { try_sync(self); },
+    [=](atoms::fence, const std::string& why) {
+      fence_jobs(self, why);
+      return true;
+    },
+    [=](atoms::address, const std::string& addr) { self->state.cfg.address = addr; },
+    [=](atoms::tree) { return encode(tree_of(self)); },
+    [=](atoms::kill, const std::string& name) { return kill_worker(self, name); },
+    [=](atoms::reserve_round) { reserve_round(self); },
+    [=](atoms::tick) { on_tick(self); },
+    [=](atoms::started, const job_id& id, int32_t number, const launch_result& res) {
+      if (!hold(self))
+        on_started(self, id, number, res);
+    },
+    [=](atoms::done, const job_id& id, int32_t number, const attempt_result& res) {
+      if (!hold(self))
+        on_done(self, id, number, res);
+    },
+    // `monkey drain` is done here: leave through the runtime's SIGTERM path (the leave is
+    // announced to the members; nothing runs here any more).
+    [=](atoms::shutdown, const std::string&) { ::kill(::getpid(), SIGTERM); },
+    [=](atoms::shutdown, bool drain) { on_shutdown(self, drain); },
+    [=](atoms::compact) {
+      compact(self);
+      self->delayed_send(self, retention_tick, atoms::compact::value);
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_config cfg, caf::actor journal,
+                             std::shared_ptr<launcher> launch) {
+  return sys.spawn(coordinator_impl, std::move(cfg), std::move(journal), std::move(launch));
+}
+
+} // namespace monkey

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/coordinator/launch_env.hpp"
+
+extern char** environ;
+
+namespace monkey {
+
+const std::map<std::string, std::string>& inherited_env() {
+  static const std::map<std::string, std::string> env = [] {
+    std::map<std::string, std::string> out;
+    for (char** e = environ; e && *e; ++e) {
+      std::string kv = *e;
+      auto eq = kv.find('=');
+      if (eq != std::string::npos && kv.rfind("MONKEY_", 0) != 0)
+        out[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    return out;
+  }();
+  return env;
+}
+
+launch_request launch_for(const job_record& rec, const attempt_record& at,
+                          const std::vector<int32_t>& gpus, const node_id& node,
+                          const std::string& cgroup_base,
+                          const std::map<std::string, std::string>& base_env) {
+  launch_request req;
+  auto argv = substitute_params(rec.spec);
+  req.argv = argv ? *argv : rec.spec.command;
+  auto env = base_env;
+  for (auto& [k, v] : rec.spec.env)
+    env[k] = v;
+  env["MONKEY_JOB_ID"] = rec.id.str();
+  env["MONKEY_ATTEMPT"] = std::to_string(at.number);
+  env["MONKEY_ATTEMPT_ID"] = at.id.str();
+  env["MONKEY_SEED"] = std::to_string(rec.spec.seed);
+  for (auto& [k, v] : rec.spec.params)
+    env[param_env_name(k)] = v;
+  if (rec.spec.array_index >= 0)
+    env["MONKEY_ARRAY_INDEX"] = std::to_string(rec.spec.array_index);
+  std::string visible;
+  for (int g : gpus)
+    visible += (visible.empty() ? "" : ",") + std::to_string(g);
+  env["CUDA_VISIBLE_DEVICES"] = visible;
+  env["OMP_NUM_THREADS"] = std::to_string(rec.spec.cpus);
+  env["OPENBLAS_NUM_THREADS"] = std::to_string(rec.spec.cpus);
+  req.env.reserve(env.size());
+  for (auto& [k, v] : env)
+    req.env.push_back(k + "=" + v);
+  req.workdir = rec.spec.workdir;
+  req.stdout_path = at.log_out;
+  req.stderr_path = at.log_err;
+  if (!cgroup_base.empty())
+    req.cgroup_dir = cgroup_base + "/monkey-" + node.str() + "/" + rec.id.short_str() + "-"
+                     + std::to_string(at.number);
+  return req;
+}
+
+} // namespace monkey

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/coordinator/launch_env.hpp"
+
+#include <algorithm>
+
+#include <catch2/catch.hpp>
+
+using namespace monkey;
+
+TEST_CASE("an attempt's launch: placeholders filled, MONKEY_* set, logs and cgroup named",
+          "[coordinator][launch_env]") {
+  job_record rec;
+  rec.id = job_id::generate();
+  rec.spec.command = {"train", "--lr", "{lr}"};
+  rec.spec.params = {{"lr", "0.1"}};
+  rec.spec.env = {{"FOO", "bar"}, {"PATH", "/custom"}};
+  rec.spec.cpus = 3;
+  rec.spec.seed = 42;
+  rec.spec.array_index = 7;
+  attempt_record at;
+  at.id = attempt_id{node_id{0xab}, 2, 9};
+  at.number = 4;
+  at.log_out = "/d/logs/x/4.out";
+  at.log_err = "/d/logs/x/4.err";
+  auto req = launch_for(rec, at, {1, 3}, node_id{0xab}, "/sys/fs/cgroup",
+                        {{"PATH", "/usr/bin"}, {"HOME", "/root"}});
+  CHECK(req.argv == std::vector<std::string>{"train", "--lr", "0.1"});
+  auto has = [&](const std::string& kv) {
+    return std::find(req.env.begin(), req.env.end(), kv) != req.env.end();
+  };
+  CHECK(has("PATH=/custom")); // the spec's env over the runtime's
+  CHECK(has("HOME=/root"));
+  CHECK(has("FOO=bar"));
+  CHECK(has("MONKEY_JOB_ID=" + rec.id.str()));
+  CHECK(has("MONKEY_ATTEMPT=4"));
+  CHECK(has("MONKEY_ATTEMPT_ID=" + at.id.str()));
+  CHECK(has("MONKEY_SEED=42"));
+  CHECK(has("MONKEY_PARAM_LR=0.1"));
+  CHECK(has("MONKEY_ARRAY_INDEX=7"));
+  CHECK(has("CUDA_VISIBLE_DEVICES=1,3"));
+  CHECK(has("OMP_NUM_THREADS=3"));
+  CHECK(req.stdout_path == at.log_out);
+  CHECK(req.cgroup_dir == "/sys/fs/cgroup/monkey-" + node_id{0xab}.str() + "/"
+                            + rec.id.short_str() + "-4");
+  CHECK(launch_for(rec, at, {}, node_id{1}, "").cgroup_dir.empty());
+}

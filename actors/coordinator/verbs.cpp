@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: Apache-2.0
+// The job verbs as this node answers them from its own records (the router asks every
+// member and merges the answers): show, why, cancel, logs, the local list, status.
+#include "actors/coordinator/state.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace monkey {
+
+job_summary summarize(const job_record& rec) {
+  job_summary s;
+  s.id = rec.id;
+  s.name = display_name(rec.spec);
+  s.state = rec.state;
+  s.attempts = static_cast<int32_t>(rec.attempts.size());
+  s.priority = rec.spec.priority;
+  s.cpus = rec.spec.cpus;
+  s.gpus = rec.spec.gpus;
+  s.submitted_ms = rec.submitted_ms;
+  s.updated_ms = rec.updated_ms;
+  s.exit_code = rec.attempts.empty() ? -1 : rec.attempts.back().exit_code;
+  s.reason = rec.reason;
+  s.owner = rec.owner.str();
+  s.ran_on = rec.attempts.empty() ? std::string{} : rec.attempts.back().id.node.str();
+  s.version = rec.version;
+  s.final = is_final(rec.state);
+  for (auto& n : rec.replicas)
+    s.holders.push_back(n);
+  return s;
+}
+
+namespace {
+
+std::string why_text(coordinator_state& st, const job_record& rec) {
+  if (!st.book.owns(rec.id)) {
+    if (st.book.unsynced().count(rec.id))
+      return "this node's record waits to hear from the cluster (after a restart or a fence)";
+    return "held here as a replica; owner " + rec.owner.str();
+  }
+  switch (rec.state) {
+    case job_state::queued:
+      if (!st.accepting && !st.draining)
+        return "the node is shutting down";
+      if (!st.view.majority())
+        return st.view.minority_text() + ": it starts no new attempts until it heals";
+      return explain_wait(st, rec.id);
+    case job_state::running:
+      return "running attempt " + std::to_string(rec.attempts.back().number) + " (pid "
+             + std::to_string(rec.attempts.back().pid) + ")";
+    default:
+      if (st.finals.count(rec.id))
+        return std::string("finished: ") + to_string(rec.state) + " (" + rec.reason
+               + "); its holders are confirming the final state";
+      return std::string("finished: ") + to_string(rec.state) + " (" + rec.reason + ")";
+  }
+}
+
+/// The job `text` names here, or nullopt after answering `rp`: bad_request when the text
+/// is ambiguous or too short, not_found when no job here matches.
+std::optional<job_id> lookup(const coordinator_state& st, const std::string& text,
+                             caf::response_promise& rp) {
+  auto m = st.book.match(text);
+  if (auto id = m.match())
+    return id;
+  rp.deliver(make_error(m.ambiguous() || m.too_short() ? errc::bad_request : errc::not_found,
+                        m.problem() + (m.ambiguous() ? "" : " on this node")));
+  return std::nullopt;
+}
+
+} // namespace
+
+void on_show(coordinator_actor* self, caf::response_promise rp, const id_request& req) {
+  auto& st = self->state;
+  auto id = lookup(st, req.id, rp);
+  if (!id)
+    return;
+  // The record is taken now, before the metrics: a final record then implies that its
+  // worker's last metrics reached the journal before this request does.
+  show_reply snapshot;
+  snapshot.record = *st.book.find(*id);
+  snapshot.why = why_text(st, snapshot.record);
+  self->request(st.journal, std::chrono::seconds(10), atoms::last_metrics::value, *id)
+    .then(
+      [=](const metric_map& last) mutable {
+        auto r = snapshot;
+        r.last_metrics = last;
+        rp.deliver(reply(r));
+      },
+      [=](const caf::error& err) mutable { rp.deliver(err); });
+}
+
+void on_why(coordinator_actor* self, caf::response_promise rp, const id_request& req) {
+  auto& st = self->state;
+  auto id = lookup(st, req.id, rp);
+  if (!id)
+    return;
+  rp.deliver(reply(text_reply{why_text(st, *st.book.find(*id))}));
+}
+
+void on_cancel(coordinator_actor* self, caf::response_promise rp, const id_request& req) {
+  auto& st = self->state;
+  auto id = lookup(st, req.id, rp);
+  if (!id)
+    return;
+  auto* rec = st.book.owned(*id);
+  if (!rec) {
+    auto* copy = st.book.find(*id);
+    return rp.deliver(make_error(errc::not_found, "job " + id->short_str()
+                                                    + " is owned by node " + copy->owner.str()
+                                                    + ", not this one"));
+  }
+  if (is_final(rec->state))
+    return rp.deliver(make_error(errc::conflict, "job " + id->short_str() + " already ended ("
+                                                   + to_string(rec->state) + ")"));
+  if (rec->state == job_state::queued) {
+    auto before = *rec;
+    st.book.dequeue(*id);
+    touch(*rec, job_state::cancelled, "cancelled while queued", now_ms());
+    auto jid = *id;
+    commit_final(self, jid, before, [=](final_outcome outcome) mutable {
+      switch (outcome) {
+        case final_outcome::committed:
+          rp.deliver(reply(text_reply{"cancelled " + jid.short_str()}));
+          break;
+        case final_outcome::superseded:
+          rp.deliver(make_error(errc::conflict, "job " + jid.short_str()
+                                                  + " moved to another owner meanwhile: "
+                                                    "cancel it again"));
+          break;
+        case final_outcome::failed:
+          rp.deliver(make_error(errc::journal_failure,
+                                "job " + jid.short_str()
+                                  + " is cancelled on its holders, but this node's journal "
+                                    "write failed (it is written again later)"));
+          break;
+      }
+      request_schedule(self);
+    });
+    return;
+  }
+  auto& run = st.running[*id];
+  if (run.worker)
+    self->send(run.worker, atoms::stop::value, std::string("cancelled"));
+  else
+    run.stop_pending = "cancelled";
+  rp.deliver(reply(text_reply{"cancelling " + id->short_str()
+                              + " (SIGTERM to its process group, SIGKILL after the grace period)"}));
+}
+
+void on_logs(coordinator_actor* self, caf::response_promise rp, const logs_request& req) {
+  auto& st = self->state;
+  auto id = lookup(st, req.id, rp);
+  if (!id)
+    return;
+  auto& rec = *st.book.find(*id);
+  if (rec.attempts.empty()) {
+    logs_reply r;
+    r.job_final = r.finished = is_final(rec.state);
+    return rp.deliver(reply(r));
+  }
+  int32_t n = req.attempt == 0 ? rec.attempts.back().number : req.attempt;
+  if (n < 1 || n > static_cast<int32_t>(rec.attempts.size()))
+    return rp.deliver(make_error(errc::not_found, "job " + id->short_str() + " has no attempt "
+                                                    + std::to_string(n)));
+  if (req.stream != "out" && req.stream != "err")
+    return rp.deliver(make_error(errc::bad_request, "stream must be out or err"));
+  auto& at = rec.attempts[static_cast<size_t>(n - 1)];
+  if (at.id.node != st.cfg.node)
+    return rp.deliver(make_error(errc::not_found, "the logs of job " + id->short_str()
+                                                    + " attempt " + std::to_string(n)
+                                                    + " are on node " + at.id.node.str()));
+  logs_reply r;
+  r.attempt = n;
+  r.attempts = static_cast<int32_t>(rec.attempts.size());
+  r.offset = req.offset;
+  auto max = std::min<uint32_t>(req.max_bytes == 0 ? 65536 : req.max_bytes, 1 << 20);
+  int fd = ::open((req.stream == "out" ? at.log_out : at.log_err).c_str(), O_RDONLY | O_CLOEXEC);
+  bool at_end = true;
+  if (fd >= 0) {
+    r.data.resize(max);
+    auto got = ::pread(fd, r.data.data(), max, static_cast<off_t>(req.offset));
+    r.data.resize(got > 0 ? static_cast<size_t>(got) : 0);
+    r.offset += r.data.size();
+    struct stat sb {};
+    ::fstat(fd, &sb);
+    at_end = static_cast<uint64_t>(sb.st_size) <= r.offset;
+    ::close(fd);
+  }
+  bool last_attempt = n == rec.attempts.back().number;
+  r.finished = at_end && (!last_attempt || at.outcome != "running");
+  r.job_final = is_final(rec.state);
+  rp.deliver(reply(r));
+}
+
+void on_list(coordinator_actor* self, caf::response_promise rp, const list_request& req) {
+  auto& st = self->state;
+  list_reply r;
+  auto add = [&](const job_record& rec) {
+    if (!req.state.empty() && req.state != to_string(rec.state))
+      return;
+    if (!req.key.empty() && rec.client_key != req.key)
+      return;
+    r.jobs.push_back(summarize(rec));
+  };
+  if (!req.key.empty()) {
+    for (auto& id : st.book.by_key(req.key))
+      if (auto* rec = st.book.find(id))
+        add(*rec);
+    return rp.deliver(reply(r));
+  }
+  if (!req.id.empty()) { // the jobs a suffix names here (the router resolves it)
+    auto m = st.book.match(req.id);
+    for (auto& id : m.matches())
+      if (auto* rec = st.book.find(id))
+        add(*rec);
+    return rp.deliver(reply(r));
+  }
+  for (auto& [id, rec] : st.book.owned_all())
+    add(rec);
+  for (auto& [id, h] : st.book.held_all())
+    add(h.rec);
+  for (auto& [id, rec] : st.book.unsynced())
+    add(rec);
+  rp.deliver(reply(r));
+}
+
+status_reply make_status(const coordinator_state& st) {
+  status_reply s;
+  s.node = st.self_node();
+  s.incarnation = st.cfg.incarnation;
+  s.address = st.cfg.address;
+  s.pid = st.cfg.pid;
+  s.started_ms = st.cfg.started_ms;
+  s.version = st.cfg.version;
+  s.accepting = st.accepting;
+  for (auto& [id, rec] : st.book.owned_all())
+    s.jobs_by_state[to_string(rec.state)] += 1;
+  s.cpus_total = st.cfg.total.cpus;
+  s.gpus_total = st.cfg.total.gpus;
+  s.mem_total_mb = st.cfg.total.mem_mb;
+  s.cpus_free = s.cpus_total;
+  s.mem_free_mb = s.mem_total_mb;
+  for (auto& [id, run] : st.running) {
+    s.cpus_free -= run.use.cpus;
+    s.mem_free_mb -= run.use.mem_mb;
+  }
+  s.gpus_free = static_cast<int32_t>(st.free_gpus.size());
+  for (auto& d : st.cfg.devices) {
+    device_row row;
+    row.name = d.name;
+    row.kind = d.kind;
+    row.model = d.model;
+    row.slots = d.kind == "cpu" ? st.cfg.total.cpus : d.slots;
+    row.free_slots = d.kind == "cpu" ? s.cpus_free : (st.free_gpus.count(d.index) ? 1 : 0);
+    row.memory_mb = d.kind == "cpu" ? st.cfg.total.mem_mb : d.memory_mb;
+    row.gflops = d.gflops;
+    s.devices.push_back(row);
+  }
+  auto size = [&](const char* name, size_t n) { s.sizes[name] = static_cast<int64_t>(n); };
+  size("jobs_owned", st.book.owned_all().size());
+  size("jobs_held", st.book.held_all().size());
+  size("jobs_unsynced", st.book.unsynced().size());
+  size("client_keys", st.book.keys());
+  size("running", st.running.size());
+  size("finals_pending", st.finals.size());
+  size("remote_states", st.remote.size());
+  size("offered", st.offered.size());
+  size("refused_by", st.refused_by.size());
+  size("withdrawn", st.withdrawn.size());
+  size("members", st.view.members().size());
+  size("members_dead", st.view.in_state(member_state::dead).size()
+                         + st.view.in_state(member_state::left).size());
+  return s;
+}
+
+} // namespace monkey

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/gateway/access.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace monkey;
+
+TEST_CASE("each role sends only its own verbs", "[gateway][access]") {
+  // Peers are not clients: a client session can send no node-to-node verb.
+  for (auto v : {verb::peer_join, verb::peer_ping, verb::peer_ping_req, verb::peer_replicate,
+                 verb::peer_digest, verb::peer_fetch, verb::peer_reserve, verb::peer_withdraw}) {
+    CHECK_FALSE(verb_allowed(role::client, v));
+    CHECK_FALSE(verb_allowed(role::app, v));
+    CHECK(verb_allowed(role::node, v));
+    CHECK(route_of(v) == (v == verb::peer_join || v == verb::peer_ping || v == verb::peer_ping_req
+                            ? destination::membership
+                            : destination::coordinator));
+  }
+  // Clients send the client verbs; nodes forward submissions and queries to each other.
+  for (auto v : {verb::submit, verb::list, verb::show, verb::logs, verb::cancel, verb::why}) {
+    CHECK(verb_allowed(role::client, v));
+    CHECK(verb_allowed(role::node, v));
+    CHECK_FALSE(verb_allowed(role::app, v));
+    CHECK(route_of(v) == destination::router);
+  }
+  for (auto v : {verb::tree, verb::kill_actor, verb::submit_tasks}) {
+    CHECK(verb_allowed(role::client, v));
+    CHECK_FALSE(verb_allowed(role::node, v));
+  }
+  CHECK(route_of(verb::submit_tasks) == destination::tasks);
+  CHECK(route_of(verb::tree) == destination::root);
+  // The handshake is open to all; an app host gets status and nothing else yet.
+  for (auto r : {role::client, role::node, role::app}) {
+    CHECK(verb_allowed(r, verb::hello));
+    CHECK(verb_allowed(r, verb::auth));
+    CHECK(verb_allowed(r, verb::status));
+  }
+}
+
+TEST_CASE("role keys are derived apart: the client token gives away neither the node key "
+          "nor an attempt's key",
+          "[gateway][access]") {
+  std::string secret = "0123456789abcdef0123456789abcdef";
+  auto token = client_token(secret);
+  auto node = node_key(secret);
+  CHECK(token.size() == 64);
+  CHECK(token != node);
+  CHECK(attempt_key(node, "a.1.1") != attempt_key(node, "a.1.2"));
+  CHECK(client_token("another-secret-0123456789") != token);
+  CHECK(parse_role("node") == role::node);
+  CHECK_FALSE(parse_role("admin"));
+}

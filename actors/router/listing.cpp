@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/router/listing.hpp"
+
+#include <algorithm>
+
+namespace monkey {
+
+bool row_stands_over(const job_summary& a, const job_summary& b) {
+  bool fa = a.final || is_final(a.state), fb = b.final || is_final(b.state);
+  if (fa != fb)
+    return fa;
+  if (a.version != b.version)
+    return fa ? a.version < b.version : a.version > b.version;
+  return a.owner < b.owner;
+}
+
+void merge_rows(std::map<job_id, job_summary>& into, const std::vector<job_summary>& rows) {
+  for (auto& r : rows) {
+    auto it = into.find(r.id);
+    if (it == into.end() || row_stands_over(r, it->second))
+      into[r.id] = r;
+  }
+}
+
+void remember_and_mark(std::map<job_id, job_summary>& seen, std::map<job_id, job_summary>& merged,
+                       bool filtered, const std::string& self,
+                       const std::function<member_state(const std::string&)>& state_of,
+                       int64_t now, size_t max_seen) {
+  for (auto& [id, s] : merged)
+    if (!s.unavailable)
+      seen[id] = s;
+  for (auto& [id, s] : seen) {
+    if (merged.count(id))
+      continue;
+    std::vector<std::string> down;
+    bool reachable = false;
+    for (auto& h : s.holders) {
+      auto st = h == self ? member_state::alive : state_of(h);
+      if (st == member_state::alive || st == member_state::suspect)
+        reachable = true;
+      else
+        down.push_back(h);
+    }
+    if (filtered)
+      continue;
+    if (reachable || s.holders.empty()) {
+      // Not in any answer although a holder lives: the list is partial (that holder is
+      // named as unreachable) and the last known row is shown, marked so; or the job was
+      // removed by retention (then it is forgotten after a day).
+      if (now - s.updated_ms < 86'400'000) {
+        auto row = s;
+        row.reason = "last known (its holders did not answer): " + s.reason;
+        merged[id] = row;
+      }
+      continue;
+    }
+    auto row = s;
+    row.unavailable = true;
+    std::string who;
+    for (auto& d : down)
+      who += (who.empty() ? "" : ", ") + d;
+    row.reason = "unavailable (replicas down: every holder is dead: " + who
+                 + "); it returns when a holder restarts on its data directory";
+    merged[id] = row;
+  }
+  if (seen.size() > max_seen) {
+    std::vector<std::pair<int64_t, job_id>> order;
+    order.reserve(seen.size());
+    for (auto& [id, s] : seen)
+      order.push_back({s.submitted_ms, id});
+    std::sort(order.begin(), order.end());
+    auto excess = seen.size() - max_seen;
+    for (size_t i = 0; i < excess; ++i)
+      seen.erase(order[i].second);
+  }
+}
+
+list_reply finish_list(const std::map<job_id, job_summary>& merged, uint32_t limit) {
+  list_reply r;
+  r.jobs.reserve(merged.size());
+  for (auto& [id, s] : merged)
+    r.jobs.push_back(s);
+  std::sort(r.jobs.begin(), r.jobs.end(), [](const job_summary& a, const job_summary& b) {
+    return a.submitted_ms != b.submitted_ms ? a.submitted_ms < b.submitted_ms : a.id < b.id;
+  });
+  if (limit > 0 && r.jobs.size() > limit)
+    r.jobs.erase(r.jobs.begin(), r.jobs.end() - limit);
+  return r;
+}
+
+} // namespace monkey

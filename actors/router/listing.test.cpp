@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/router/listing.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace monkey;
+
+namespace {
+
+job_summary row(job_id id, uint64_t version, job_state state, std::vector<std::string> holders) {
+  job_summary s;
+  s.id = id;
+  s.version = version;
+  s.state = state;
+  s.final = is_final(state);
+  s.holders = std::move(holders);
+  s.owner = s.holders.empty() ? "" : s.holders.front();
+  s.submitted_ms = 1000;
+  s.updated_ms = 1000;
+  s.reason = "x";
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("a listing keeps per job the row that stands, and says what it cannot see",
+          "[router][listing]") {
+  auto a = job_id::generate(), b = job_id::generate(), c = job_id::generate();
+  std::map<job_id, job_summary> merged;
+  merge_rows(merged, {row(a, 3, job_state::running, {"n1", "n2"})});
+  merge_rows(merged, {row(a, 1u << 20, job_state::queued, {"n2", "n3"}), // adopted
+                      row(b, 5, job_state::succeeded, {"n3", "n4"})});
+  merge_rows(merged, {row(b, 1u << 20, job_state::running, {"n4"})}); // final stands
+  CHECK(merged[a].version == (1u << 20));
+  CHECK(merged[b].state == job_state::succeeded);
+  std::map<job_id, job_summary> seen;
+  auto states = [](const std::string& n) {
+    return n == "n5" || n == "n6" ? member_state::dead
+           : n == "n7"            ? member_state::suspect
+                                  : member_state::alive;
+  };
+  remember_and_mark(seen, merged, false, "n1", states, 2000, 100);
+  CHECK(seen.size() == 2);
+  // Later: c was listed once (held by n5 and n6, now dead), a's holders did not answer.
+  seen[c] = row(c, 2, job_state::queued, {"n5", "n6"});
+  seen[a].holders = {"n7"};
+  std::map<job_id, job_summary> later;
+  merge_rows(later, {row(b, 5, job_state::succeeded, {"n3", "n4"})});
+  remember_and_mark(seen, later, false, "n1", states, 3000, 100);
+  REQUIRE(later.count(c));
+  CHECK(later[c].unavailable);
+  CHECK_THAT(later[c].reason, Catch::Contains("unavailable") && Catch::Contains("n5"));
+  REQUIRE(later.count(a));
+  CHECK_FALSE(later[a].unavailable);
+  CHECK_THAT(later[a].reason, Catch::StartsWith("last known"));
+  // A filtered listing adds no remembered rows.
+  std::map<job_id, job_summary> filtered;
+  remember_and_mark(seen, filtered, true, "n1", states, 3000, 100);
+  CHECK(filtered.empty());
+  // Bounded: the oldest are forgotten first.
+  for (int i = 0; i < 10; ++i) {
+    auto id = job_id::generate();
+    auto s = row(id, 1, job_state::queued, {"n1"});
+    s.submitted_ms = 5000 + i;
+    seen[id] = s;
+  }
+  std::map<job_id, job_summary> none;
+  remember_and_mark(seen, none, true, "n1", states, 6000, 5);
+  CHECK(seen.size() == 5);
+  for (auto& [id, s] : seen)
+    CHECK(s.submitted_ms >= 5005);
+  auto list = finish_list(later, 1);
+  REQUIRE(list.jobs.size() == 1);
+}

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The `monkey` command line: one file per verb (runtime/bin/cli/<verb>.cpp), each of which
+// registers its subcommand with CLI11 and says how to run it; this header has what they
+// share (options, the connection, exit codes, output formatting). main.cpp parses and
+// dispatches; the console runs every line through the same run_cli.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "runtime/client.hpp"
+
+namespace monkey::cli {
+
+using json = nlohmann::json;
+
+// Exit codes besides 0 and 1 (`submit --wait` exits with the job's own code).
+constexpr int exit_usage = 2;
+constexpr int exit_lost = 123;
+constexpr int exit_timed_out = 124;
+constexpr int exit_cancelled = 125;
+
+/// Options every verb takes (before or after the verb).
+struct globals {
+  std::string address;
+  std::string secret_file;
+  std::string token_file;
+  std::string tls_dir;
+  bool json = false;
+  double timeout_s = 5; ///< connecting to one node; requests get their own deadlines
+};
+
+/// What a verb runs with.
+struct context {
+  globals g;
+  client* shared = nullptr;          ///< the console's connection, when run from the console
+  std::unique_ptr<client> own;       ///< opened on first use otherwise
+  std::vector<std::string> command;  ///< the words after "--"
+  /// The connection (the console's, or a new one to the first node that answers).
+  expected<client*> connect();
+};
+
+using runner = std::function<int(context&)>;
+
+/// A verb: its CLI11 subcommand and what runs when it was given.
+struct verb_def {
+  CLI::App* sub = nullptr;
+  runner run;
+  bool takes_command = false; ///< accepts the words after "--"
+  bool needs_node = true;     ///< false: runs without a node (up, down, certs)
+};
+
+// One function per verb file.
+verb_def add_submit(CLI::App& app);
+verb_def add_jobs(CLI::App& app);
+verb_def add_show(CLI::App& app);
+verb_def add_why(CLI::App& app);
+verb_def add_logs(CLI::App& app);
+verb_def add_cancel(CLI::App& app);
+verb_def add_status(CLI::App& app);
+verb_def add_devices(CLI::App& app);
+verb_def add_nodes(CLI::App& app);
+verb_def add_drain(CLI::App& app);
+verb_def add_tree(CLI::App& app);
+verb_def add_kill(CLI::App& app);
+verb_def add_tasks(CLI::App& app);
+verb_def add_up(CLI::App& app);
+verb_def add_down(CLI::App& app);
+verb_def add_certs(CLI::App& app);
+verb_def add_console(CLI::App& app);
+
+/// Prints "monkey: MSG" on stderr and returns `code`.
+int fail(const std::string& msg, int code = 1);
+
+/// Runs one command line (argv[0] is the program name); `shared` is the console's
+/// connection (nullptr: connect when needed).
+int run_cli(int argc, char** argv, client* shared);
+
+// ---- output (format.cpp) ---------------------------------------------------------------
+std::string age(int64_t ms);
+std::string clock_time(int64_t ms);
+json to_json(const job_summary& s);
+json to_json(const attempt_record& a);
+json to_json(const show_reply& r);
+json to_json(const status_reply& s);
+/// The exit code `submit --wait` reports for a final record.
+int exit_code_of(const job_record& rec);
+
+} // namespace monkey::cli

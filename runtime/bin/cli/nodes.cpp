@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+// monkey nodes and monkey drain NODE: the members, and a planned leave.
+#include "runtime/bin/cli/cli.hpp"
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+namespace monkey::cli {
+
+namespace {
+
+int run_nodes(context& ctx) {
+  auto c = ctx.connect();
+  if (!c)
+    return fail(c.error());
+  auto r = (*c)->call<nodes_reply>(verb::nodes, std::string{});
+  if (!r)
+    return fail("nodes: " + r.error());
+  if (ctx.g.json) {
+    json out = json::array();
+    for (auto& m : r->members)
+      out.push_back({{"node", m.node},
+                     {"address", m.address},
+                     {"pid", m.pid},
+                     {"incarnation", incarnation_text(m.incarnation)},
+                     {"state", to_string(m.state)},
+                     {"since_ms", m.since_ms},
+                     {"reason", m.reason},
+                     {"cpus", m.cpus},
+                     {"gpus", m.gpus},
+                     {"devices", m.devices},
+                     {"self", m.node == r->self}});
+    std::cout << out.dump() << "\n";
+    return 0;
+  }
+  std::printf("%-17s %-22s %8s %6s %-8s %-20s %-10s %s\n", "NODE", "ADDRESS", "PID", "INC",
+              "STATE", "SINCE", "DEVICES", "REASON");
+  for (auto& m : r->members)
+    std::printf("%-17s %-22s %8d %6s %-8s %-20s %-10s %s\n",
+                (m.node + (m.node == r->self ? "*" : "")).c_str(), m.address.c_str(), m.pid,
+                incarnation_text(m.incarnation).c_str(), to_string(m.state),
+                clock_time(m.since_ms).c_str(), m.devices.c_str(), m.reason.c_str());
+  std::printf("agreed member list: %u, of which alive: %u (%s)\n", r->agreed, r->agreed_alive,
+              r->agreed_alive * 2 > r->agreed ? "a majority: this node starts attempts"
+                                              : "no majority: this node starts no attempts and "
+                                                "refuses submissions");
+  return 0;
+}
+
+struct drain_options {
+  std::string node;
+  bool wait = false;
+};
+
+int run_drain(context& ctx, const drain_options& o) {
+  auto c = ctx.connect();
+  if (!c)
+    return fail(c.error());
+  auto r = (*c)->call<text_reply>(verb::drain, id_request{o.node, false});
+  if (!r)
+    return fail("drain: " + r.error());
+  std::printf("%s\n", r->text.c_str());
+  if (!o.wait)
+    return 0;
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    // The node we asked may be the one leaving: ask whichever node answers.
+    context again;
+    again.g = ctx.g;
+    auto other = again.connect();
+    if (!other)
+      continue;
+    auto n = (*other)->call<nodes_reply>(verb::nodes, std::string{});
+    if (!n)
+      continue;
+    for (auto& m : n->members)
+      if ((m.node.compare(0, o.node.size(), o.node) == 0 || m.address == o.node)
+          && (m.state == member_state::left || m.state == member_state::dead)) {
+        std::printf("node %s has %s the cluster\n", m.node.c_str(),
+                    m.state == member_state::left ? "left" : "died and left");
+        return m.state == member_state::left ? 0 : 1;
+      }
+  }
+}
+
+} // namespace
+
+verb_def add_nodes(CLI::App& app) {
+  auto* s = app.add_subcommand("nodes", "the members of the cluster as the answering node sees them");
+  return {s, [](context& ctx) { return run_nodes(ctx); }};
+}
+
+verb_def add_drain(CLI::App& app) {
+  auto o = std::make_shared<drain_options>();
+  auto* s = app.add_subcommand("drain", "planned leave of a node: its queued jobs go to other "
+                                        "nodes now, its running ones finish, then it leaves");
+  s->add_option("NODE", o->node, "node id (or a prefix of 4+ characters) or HOST:PORT")->required();
+  s->add_flag("--wait", o->wait, "wait until the node has left");
+  return {s, [o](context& ctx) { return run_drain(ctx, *o); }};
+}
+
+} // namespace monkey::cli

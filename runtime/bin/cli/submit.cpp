@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: Apache-2.0
+// monkey submit [OPTIONS] -- CMD ARGS...   (or --file SPEC): a job, or an array of jobs.
+#include "runtime/bin/cli/cli.hpp"
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+#include <unistd.h>
+
+#include "runtime/spec_parser.hpp"
+
+namespace monkey::cli {
+
+namespace {
+
+struct submit_options {
+  std::string name, file, timeout, mem, gpu_mem, workdir, array, app_name;
+  int cpus = 1, gpus = 0, retries = 0, max_requeues = 5, priority = 0;
+  uint64_t seed = 0;
+  std::vector<std::string> sets, envs, afters, tags;
+  bool wait = false;
+};
+
+/// The spec from --file, the flags given and the command after "--" (flags override the
+/// file); or a usage failure naming the flag.
+expected<job_spec> build_spec(const submit_options& o, const CLI::App& sub,
+                              const std::vector<std::string>& command) {
+  job_spec spec;
+  if (!o.file.empty()) {
+    auto parsed = parse_spec_file(o.file);
+    if (!parsed)
+      return failure{parsed.error()};
+    spec = *parsed;
+  }
+  auto given = [&](const char* flag) { return sub.count(flag) > 0; };
+  if (!command.empty())
+    spec.command = command;
+  if (given("--app"))
+    spec.app = o.app_name;
+  if (given("--name"))
+    spec.name = o.name;
+  if (given("--cpus"))
+    spec.cpus = o.cpus;
+  if (given("--gpus"))
+    spec.gpus = o.gpus;
+  if (given("--retries"))
+    spec.retries = o.retries;
+  if (given("--max-requeues"))
+    spec.max_requeues = o.max_requeues;
+  if (given("--priority"))
+    spec.priority = o.priority;
+  if (given("--workdir"))
+    spec.workdir = o.workdir;
+  if (given("--array"))
+    spec.array = o.array;
+  if (given("--seed")) {
+    spec.seed = o.seed;
+    spec.has_seed = true;
+  }
+  if (given("--timeout")) {
+    auto t = parse_duration_s(o.timeout);
+    if (!t)
+      return failure{"--timeout: " + t.error()};
+    spec.timeout_s = *t;
+  }
+  if (given("--mem")) {
+    auto m = parse_memory_mb(o.mem);
+    if (!m)
+      return failure{"--mem: " + m.error()};
+    spec.mem_mb = *m;
+  }
+  if (given("--gpu-mem")) {
+    auto m = parse_memory_mb(o.gpu_mem);
+    if (!m)
+      return failure{"--gpu-mem: " + m.error()};
+    spec.gpu_mem_mb = *m;
+  }
+  for (auto& t : o.tags)
+    spec.tags.push_back(t);
+  for (auto& kv : o.sets) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return failure{"--set " + kv + ": expected NAME=VALUE"};
+    spec.params[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (auto& kv : o.envs) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return failure{"--env " + kv + ": expected NAME=VALUE"};
+    spec.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (auto& a : o.afters) {
+    auto d = parse_dependency(a);
+    if (!d)
+      return failure{"--after: " + d.error()};
+    spec.after.push_back(*d);
+  }
+  char cwd[4096];
+  if (!spec.workdir.empty() && spec.workdir[0] != '/') {
+    if (::getcwd(cwd, sizeof(cwd)))
+      spec.workdir = std::string(cwd) + "/" + spec.workdir;
+  } else if (spec.workdir.empty()) {
+    if (::getcwd(cwd, sizeof(cwd)))
+      spec.workdir = cwd;
+  }
+  spec.user = current_user();
+  spec.host = current_host();
+  if (auto problem = validate(spec); !problem.empty())
+    return failure{"invalid job: " + problem};
+  return spec;
+}
+
+int run_submit(context& ctx, const submit_options& o, const CLI::App& sub) {
+  auto spec = build_spec(o, sub, ctx.command);
+  if (!spec)
+    return fail(spec.error(), exit_usage);
+  auto c = ctx.connect();
+  if (!c)
+    return fail(c.error());
+  submit_request req;
+  req.spec = *spec;
+  req.client_key = random_key();
+  auto r = (*c)->call<submit_reply>(verb::submit, req);
+  if (!r)
+    return fail("submit: " + r.error());
+  if (ctx.g.json) {
+    json ids = json::array();
+    for (auto& id : r->ids)
+      ids.push_back(id.str());
+    std::cout << json{{"ids", ids}}.dump() << "\n";
+  } else {
+    if (r->ids.size() > 1)
+      std::cout << "submitted " << r->ids.size() << " jobs\n";
+    for (auto& id : r->ids)
+      std::cout << id.str() << "\n";
+  }
+  std::cout.flush();
+  if (!o.wait)
+    return 0;
+  int worst = 0;
+  for (auto& id : r->ids) {
+    for (;;) {
+      auto s = (*c)->call<show_reply>(verb::show, id_request{id.str()});
+      if (!s)
+        return fail("wait: " + s.error());
+      if (is_final(s->record.state)) {
+        worst = std::max(worst, exit_code_of(s->record));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  return worst;
+}
+
+} // namespace
+
+verb_def add_submit(CLI::App& app) {
+  auto o = std::make_shared<submit_options>();
+  auto* s = app.add_subcommand("submit", "submit a job: monkey submit [OPTIONS] -- CMD ARGS...");
+  s->add_option("--name", o->name, "job name");
+  s->add_option("--file", o->file, "YAML or JSON spec file (flags override it)");
+  s->add_option("--app", o->app_name, "an actor app instead of a command (not available yet)");
+  s->add_option("--cpus", o->cpus, "CPUs")->check(CLI::Range(1, 4096));
+  s->add_option("--gpus", o->gpus, "whole GPUs")->check(CLI::Range(0, 64));
+  s->add_option("--gpu-mem", o->gpu_mem, "memory per GPU, e.g. 8G");
+  s->add_option("--mem", o->mem, "memory, e.g. 512M");
+  s->add_option("--tag", o->tags, "required node tag (repeatable)");
+  s->add_option("--retries", o->retries, "more attempts after the job fails")
+    ->check(CLI::Range(0, 1000));
+  s->add_option("--max-requeues", o->max_requeues, "attempts lost to node crashes that are requeued")
+    ->check(CLI::Range(0, 1000));
+  s->add_option("--timeout", o->timeout, "time limit per attempt, e.g. 90s, 10m, 2h");
+  s->add_option("--priority", o->priority, "higher runs first");
+  s->add_option("--workdir", o->workdir, "working directory");
+  s->add_option("--env", o->envs, "NAME=VALUE (repeatable)");
+  s->add_option("--seed", o->seed, "random seed (MONKEY_SEED)");
+  s->add_option("--set", o->sets, "parameter NAME=VALUE (repeatable)");
+  s->add_option("--after", o->afters, "ok:ID or any:ID (repeatable)");
+  s->add_option("--array", o->array, "array of jobs, e.g. 0-99, 1,3,5 or 0-99:10");
+  s->add_flag("--wait", o->wait, "wait for the job and exit with its exit code");
+  return {s, [o, s](context& ctx) { return run_submit(ctx, *o, *s); }, true};
+}
+
+} // namespace monkey::cli

@@ -12,18 +12,18 @@
 #include <caf/io/all.hpp>
 #include <catch2/catch.hpp>
 
-#include "runtime/atoms.hpp"
+#include "runtime/wire/atoms.hpp"
 #include "actors/coordinator/coordinator.hpp"
 #include "actors/device_proxy.hpp"
 #include "actors/node.hpp"
 #include "actors/journal_actor.hpp"
 #include "actors/messages.hpp"
-#include "runtime/auth.hpp"
-#include "runtime/client.hpp"
-#include "runtime/envelope.hpp"
+#include "runtime/net/auth.hpp"
+#include "runtime/client/client.hpp"
+#include "runtime/wire/envelope.hpp"
 #include "runtime/errc.hpp"
-#include "runtime/net_config.hpp"
-#include "runtime/supervisor.hpp"
+#include "runtime/net/net_config.hpp"
+#include "runtime/supervision/supervisor.hpp"
 
 using namespace monkey;
 

@@ -6,11 +6,11 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
-#include "runtime/atoms.hpp"
+#include "runtime/wire/atoms.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/logging.hpp"
-#include "runtime/messages/client.hpp"
-#include "runtime/supervisor.hpp"
+#include "runtime/wire/messages/client.hpp"
+#include "runtime/supervision/supervisor.hpp"
 
 namespace monkey {
 

@@ -15,9 +15,9 @@
 
 #include <caf/all.hpp>
 
-#include "runtime/atoms.hpp"
-#include "runtime/envelope.hpp"
-#include "runtime/messages/client.hpp"
+#include "runtime/wire/atoms.hpp"
+#include "runtime/wire/envelope.hpp"
+#include "runtime/wire/messages/client.hpp"
 
 namespace monkey {
 

@@ -3,7 +3,7 @@
 
 #include <caf/all.hpp>
 
-#include "runtime/atoms.hpp"
+#include "runtime/wire/atoms.hpp"
 #include "actors/messages.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/faults.hpp"
@@ -35,15 +35,15 @@ void commit(journal_actor* self) {
   std::vector<caf::response_promise> waiting;
   std::swap(waiting, st.waiting);
   auto err = journal_fault(); // tests: a slow fsync or a full disk (runtime/faults.hpp)
-  if (err.empty())
+  if (err)
     err = st.store->write(batch);
-  if (!err.empty()) {
+  if (!err) {
     st.log->error("commit of {} records, {} metrics, {} task batches and {} task ranges "
                   "failed: {}",
                   batch.records.size(), batch.metrics.size(), batch.task_batches.size(),
-                  batch.task_ranges.size(), err);
+                  batch.task_ranges.size(), err.error());
     for (auto& rp : waiting)
-      rp.deliver(make_error(errc::journal_failure, "journal write failed: " + err));
+      rp.deliver(make_error(errc::journal_failure, "journal write failed: " + err.error()));
     return;
   }
   SPDLOG_LOGGER_DEBUG(st.log, "committed {} records, {} metrics, {} writers", batch.records.size(),
@@ -66,6 +66,8 @@ caf::behavior journal_impl(journal_actor* self, std::shared_ptr<journal> store) 
         st.pending.task_batches.push_back(std::move(b));
       for (auto& r : batch.task_ranges)
         st.pending.task_ranges.push_back(std::move(r));
+      for (auto& id : batch.erase)
+        st.pending.erase.push_back(id);
       auto rp = self->make_response_promise();
       st.waiting.push_back(rp);
       // Everything already in the mailbox joins this commit: the flush goes behind it.

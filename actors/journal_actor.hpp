@@ -17,7 +17,7 @@
 
 #include <caf/fwd.hpp>
 
-#include "runtime/journal.hpp"
+#include "runtime/journal/journal.hpp"
 
 namespace monkey {
 

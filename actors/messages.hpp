@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // In-process message types between Monkey's actors. They never cross the network (only
-// runtime/envelope.hpp does), so they are allowed as unsafe (unserializable) types.
+// runtime/wire/envelope.hpp does), so they are allowed as unsafe (unserializable) types.
 
 #include <caf/allowed_unsafe_message_type.hpp>
 
 #include "runtime/job.hpp"
-#include "runtime/journal.hpp"
-#include "runtime/launcher.hpp"
+#include "runtime/journal/journal.hpp"
+#include "runtime/process/launcher.hpp"
 #include "runtime/membership.hpp"
 
 namespace monkey {

@@ -9,13 +9,13 @@
 #include "actors/device_proxy.hpp"
 #include "actors/gateway/gateway.hpp"
 #include "actors/journal_actor.hpp"
-#include "actors/membership.hpp"
+#include "actors/membership/membership.hpp"
 #include "actors/router/router.hpp"
 #include "actors/tasks/task_dispatch.hpp"
-#include "runtime/atoms.hpp"
+#include "runtime/wire/atoms.hpp"
 #include "runtime/logging.hpp"
-#include "runtime/net.hpp"
-#include "runtime/supervisor.hpp"
+#include "runtime/net/net.hpp"
+#include "runtime/supervision/supervisor.hpp"
 
 namespace monkey {
 
@@ -75,6 +75,7 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
   task_dispatch_config tc;
   tc.node = cfg.node;
   tc.task_chunk = setup.task_chunk;
+  tc.retention_ms = cfg.retention_ms;
   for (auto& d : cfg.devices)
     tc.devices.push_back(d.name);
   core.push_back({"tasks",
@@ -98,7 +99,7 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
   rc.node = cfg.node;
   core.push_back({"router",
                   [rc](caf::actor_system& s, const sibling_map& siblings) {
-                    return spawn_router(s, rc, siblings.at("coordinator"));
+                    return spawn_router(s, rc, siblings.at("coordinator"), siblings.at("tasks"));
                   },
                   restart_policy::permanent, false});
   std::vector<child_spec> top;

@@ -25,8 +25,8 @@
 
 #include "actors/coordinator/coordinator.hpp"
 #include "runtime/expected.hpp"
-#include "runtime/journal.hpp"
-#include "runtime/launcher.hpp"
+#include "runtime/journal/journal.hpp"
+#include "runtime/process/launcher.hpp"
 
 namespace monkey {
 

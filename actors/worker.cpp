@@ -7,10 +7,10 @@
 
 #include <caf/all.hpp>
 
-#include "runtime/atoms.hpp"
+#include "runtime/wire/atoms.hpp"
 #include "actors/messages.hpp"
 #include "runtime/logging.hpp"
-#include "runtime/proc.hpp"
+#include "runtime/process/proc.hpp"
 
 namespace monkey {
 

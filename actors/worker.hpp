@@ -17,7 +17,7 @@
 #include <caf/fwd.hpp>
 
 #include "runtime/job.hpp"
-#include "runtime/launcher.hpp"
+#include "runtime/process/launcher.hpp"
 
 namespace monkey {
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/auth.hpp"
-#include "runtime/client.hpp"
-#include "runtime/messages/client.hpp"
+#include "runtime/net/auth.hpp"
+#include "runtime/client/client.hpp"
+#include "runtime/wire/messages/client.hpp"
 
 using namespace monkey;
 

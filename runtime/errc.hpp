@@ -21,12 +21,17 @@ enum class errc : uint8_t {
   internal,          ///< a bug: an invariant broke
   under_replicated,  ///< journaled here, but not every holder confirmed it: it may exist
   unavailable,       ///< the node cannot answer now (a peer did not answer in time)
+  unreachable,       ///< no link to a peer: cannot connect, nothing published, no hello
+  connection_refused, ///< nothing listens at a peer's address: its process is gone
 };
 
 const char* to_string(errc x);
 
 /// A caf::error of category "monkey" whose context is `message`.
 caf::error make_error(errc code, std::string message);
+
+/// Whether `err` is a Monkey error with this code.
+bool is(const caf::error& err, errc code);
 
 /// The sentence of an error made by make_error, or CAF's own rendering of others.
 std::string describe(const caf::error& err);

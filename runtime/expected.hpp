@@ -30,7 +30,20 @@ private:
   std::variant<T, failure> data_;
 };
 
-/// For operations without a value: empty string means success.
-using status = std::string;
+/// For operations without a value: success, or the failure that names what went wrong.
+template <>
+class expected<void> {
+public:
+  expected() = default;
+  expected(failure err) : error_(std::move(err.message)), failed_(true) {}
+  explicit operator bool() const { return !failed_; }
+  const std::string& error() const { return error_; }
+
+private:
+  std::string error_;
+  bool failed_ = false;
+};
+
+using status = expected<void>;
 
 } // namespace monkey

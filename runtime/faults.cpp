@@ -59,7 +59,7 @@ const fault_settings& faults() {
   return active;
 }
 
-std::string journal_fault() {
+status journal_fault() {
   auto& f = faults();
   if (!f.any())
     return {};
@@ -72,7 +72,7 @@ std::string journal_fault() {
   if (delay.count() > 0)
     std::this_thread::sleep_for(delay);
   if (!f.journal_fail_if.empty() && ::access(f.journal_fail_if.c_str(), F_OK) == 0)
-    return "injected fault: journal writes fail while " + f.journal_fail_if + " exists";
+    return failure{"injected fault: journal writes fail while " + f.journal_fail_if + " exists"};
   return {};
 }
 

@@ -33,6 +33,6 @@ const fault_settings& faults();
 
 /// Journal hook: sleeps for the configured delay and answers a non-empty sentence when the
 /// commit must fail. Called on the journal actor's own thread, before SQLite.
-std::string journal_fault();
+status journal_fault();
 
 } // namespace monkey

@@ -33,8 +33,13 @@ int decode_char(char c) {
 std::string random_key() {
   unsigned char raw[16];
   random_bytes(raw, sizeof(raw));
+  return to_hex(std::string(reinterpret_cast<const char*>(raw), sizeof(raw)));
+}
+
+std::string to_hex(const std::string& raw) {
   static const char hex[] = "0123456789abcdef";
   std::string out;
+  out.reserve(raw.size() * 2);
   for (unsigned char c : raw) {
     out += hex[c >> 4];
     out += hex[c & 15];

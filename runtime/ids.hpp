@@ -84,6 +84,9 @@ void random_bytes(void* out, size_t n);
 /// 16 random bytes as 32 lower-case hex digits: a client key for an idempotent submit.
 std::string random_key();
 
+/// Lower-case hex of raw bytes (keys, digests).
+std::string to_hex(const std::string& raw);
+
 /// Milliseconds since the Unix epoch.
 int64_t now_ms();
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/job.hpp"
 
+#include "monkey/sdk/attempt.hpp"
+
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -26,64 +28,59 @@ bool is_final(job_state s) {
 }
 
 std::string param_env_name(const std::string& param) {
-  std::string out = "MONKEY_PARAM_";
-  for (char c : param)
-    out += std::isalnum(static_cast<unsigned char>(c))
-             ? static_cast<char>(std::toupper(static_cast<unsigned char>(c)))
-             : '_';
-  return out;
+  return sdk::param_env_name(param); // the SDK reads them back by the same rule
 }
 
-std::string validate(const job_spec& s) {
+status validate(const job_spec& s) {
   if (s.command.empty() && s.app.empty())
-    return "command: missing (give a command after `--`, or an app)";
+    return failure{"command: missing (give a command after `--`, or an app)"};
   if (!s.command.empty() && !s.app.empty())
-    return "app: a job runs either a command or an app, not both";
+    return failure{"app: a job runs either a command or an app, not both"};
   if (!s.command.empty() && s.command[0].empty())
-    return "command: the executable is an empty string";
+    return failure{"command: the executable is an empty string"};
   if (s.cpus < 1 || s.cpus > 4096)
-    return "cpus: must be between 1 and 4096, got " + std::to_string(s.cpus);
+    return failure{"cpus: must be between 1 and 4096, got " + std::to_string(s.cpus)};
   if (s.gpus < 0 || s.gpus > 64)
-    return "gpus: must be between 0 and 64, got " + std::to_string(s.gpus);
+    return failure{"gpus: must be between 0 and 64, got " + std::to_string(s.gpus)};
   if (s.mem_mb < 0)
-    return "mem: must not be negative";
+    return failure{"mem: must not be negative"};
   if (s.gpu_mem_mb < 0)
-    return "gpu_mem: must not be negative";
+    return failure{"gpu_mem: must not be negative"};
   if (s.gpu_mem_mb > 0 && s.gpus == 0)
-    return "gpu_mem: set, but the job asks for no gpus";
+    return failure{"gpu_mem: set, but the job asks for no gpus"};
   if (s.retries < 0 || s.retries > 1000)
-    return "retries: must be between 0 and 1000, got " + std::to_string(s.retries);
+    return failure{"retries: must be between 0 and 1000, got " + std::to_string(s.retries)};
   if (s.max_requeues < 0 || s.max_requeues > 1000)
-    return "max_requeues: must be between 0 and 1000, got " + std::to_string(s.max_requeues);
+    return failure{"max_requeues: must be between 0 and 1000, got " + std::to_string(s.max_requeues)};
   if (!(s.timeout_s >= 0) || s.timeout_s > 365.0 * 86400)
-    return "timeout: must be between 0 (none) and one year in seconds";
+    return failure{"timeout: must be between 0 (none) and one year in seconds"};
   if (s.priority < -1000000 || s.priority > 1000000)
-    return "priority: must be between -1000000 and 1000000";
+    return failure{"priority: must be between -1000000 and 1000000"};
   if (s.name.size() > 256)
-    return "name: longer than 256 characters";
+    return failure{"name: longer than 256 characters"};
   for (auto& d : s.after) {
     if (d.kind != "ok" && d.kind != "any")
-      return "after: dependency kind must be ok or any, got '" + d.kind + "'";
+      return failure{"after: dependency kind must be ok or any, got '" + d.kind + "'"};
     if (d.job.empty())
-      return "after: empty job id";
+      return failure{"after: empty job id"};
   }
   std::set<std::string> env_names;
   for (auto& [k, v] : s.params) {
     if (k.empty())
-      return "params: empty parameter name";
+      return failure{"params: empty parameter name"};
     if (!env_names.insert(param_env_name(k)).second)
-      return "params: '" + k + "' collides with another parameter as " + param_env_name(k);
+      return failure{"params: '" + k + "' collides with another parameter as " + param_env_name(k)};
   }
   for (auto& [k, v] : s.env)
     if (k.empty() || k.find('=') != std::string::npos)
-      return "env: invalid variable name '" + k + "'";
+      return failure{"env: invalid variable name '" + k + "'"};
   if (!s.array.empty()) {
     auto idx = expand_array(s.array);
     if (!idx)
-      return "array: " + idx.error();
+      return failure{"array: " + idx.error()};
   }
   if (auto sub = substitute_params(s); !sub)
-    return "command: " + sub.error();
+    return failure{"command: " + sub.error()};
   return {};
 }
 

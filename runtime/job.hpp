@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/codec.hpp"
+#include "runtime/wire/codec.hpp"
+#include "runtime/expected.hpp"
 #include "runtime/ids.hpp"
 
 namespace monkey {
@@ -117,7 +118,7 @@ struct metric_point {
 std::string param_env_name(const std::string& param);
 
 /// Checks a spec's values; returns "field: problem" or "" when valid.
-std::string validate(const job_spec& spec);
+status validate(const job_spec& spec);
 
 /// Expands an array expression ("0-9", "1,3,5", "0-99:10") into indices, or a failure.
 expected<std::vector<int32_t>> expand_array(const std::string& expr);

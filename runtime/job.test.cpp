@@ -65,26 +65,26 @@ TEST_CASE("parameter names become MONKEY_PARAM_ variables and collisions are ref
   auto s = command_spec();
   s.params["batch-size"] = "1";
   s.params["batch_size"] = "2";
-  CHECK_THAT(validate(s), Catch::Contains("collides"));
+  CHECK_THAT(validate(s).error(), Catch::Contains("collides"));
 }
 
 TEST_CASE("validation names the field and the problem", "[runtime][job]") {
   auto s = command_spec();
-  CHECK(validate(s).empty());
+  CHECK(validate(s));
   s.cpus = 0;
-  CHECK_THAT(validate(s), Catch::StartsWith("cpus:"));
+  CHECK_THAT(validate(s).error(), Catch::StartsWith("cpus:"));
   s = command_spec();
   s.command.clear();
-  CHECK_THAT(validate(s), Catch::StartsWith("command:"));
+  CHECK_THAT(validate(s).error(), Catch::StartsWith("command:"));
   s = command_spec();
   s.after.push_back({"maybe", job_id::generate()});
-  CHECK_THAT(validate(s), Catch::StartsWith("after:"));
+  CHECK_THAT(validate(s).error(), Catch::StartsWith("after:"));
   s = command_spec();
   s.command = {"train", "--lr", "{lr}"};
   s.params["rate"] = "0.5";
-  CHECK_THAT(validate(s), Catch::Contains("{lr} names no parameter (parameters: rate"));
+  CHECK_THAT(validate(s).error(), Catch::Contains("{lr} names no parameter (parameters: rate"));
   s.params["lr"] = "0.5";
-  CHECK(validate(s).empty());
+  CHECK(validate(s));
 }
 
 TEST_CASE("placeholders substitute parameters only where written", "[runtime][job]") {

@@ -66,6 +66,15 @@ void member_table::refresh_agreed(int64_t now) {
     if (m.state == member_state::alive
         && std::find(agreed_.begin(), agreed_.end(), id) == agreed_.end())
       agreed_.push_back(id);
+  // A planned leave is announced, not a failure: the member leaves the list at once, and a
+  // partition cannot pass for one.
+  agreed_.erase(std::remove_if(agreed_.begin(), agreed_.end(),
+                               [&](const std::string& id) {
+                                 auto it = members_.find(id);
+                                 return id != self_ && it != members_.end()
+                                        && it->second.state == member_state::left;
+                               }),
+                agreed_.end());
   if (!has_majority())
     return;
   agreed_.erase(std::remove_if(agreed_.begin(), agreed_.end(),

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/codec.hpp"
+#include "runtime/wire/codec.hpp"
 
 namespace monkey {
 

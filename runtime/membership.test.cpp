@@ -147,3 +147,21 @@ TEST_CASE("a minority side never agrees to forget the majority", "[membership]")
   CHECK_FALSE(t.has_majority());
   CHECK(t.agreed().size() == 5);
 }
+
+TEST_CASE("a planned leave leaves the agreed list at once: a death and a drain together "
+          "keep the majority",
+          "[membership]") {
+  member_table t(make("a", 1));
+  for (auto n : {"b", "c", "d"})
+    t.apply(make(n, 1), 0);
+  CHECK(t.agreed().size() == 4);
+  // One dies, and before its death has settled another is drained (leaves on purpose).
+  t.declare_dead("b", "refused", 1000);
+  t.apply(make("d", 1, member_state::left), 1500);
+  t.refresh_agreed(1600);
+  CHECK(t.agreed().size() == 3); // d is gone from the list at once
+  CHECK(t.has_majority());       // a and c of a, b, c
+  t.refresh_agreed(7000);
+  CHECK(t.agreed().size() == 2);
+  CHECK(t.has_majority());
+}

@@ -178,8 +178,10 @@ job_spec parse_node(const reader& r, const YAML::Node& root) {
   }
   if (s.command.empty() && s.app.empty())
     r.fail(root, "command", "missing required field (or give app)");
-  if (auto problem = validate(s); !problem.empty())
+  if (auto bad = validate(s); !bad) {
+    const auto& problem = bad.error();
     r.fail(root, problem.substr(0, problem.find(':')), problem.substr(problem.find(':') + 2));
+  }
   return s;
 }
 

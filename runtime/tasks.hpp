@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/codec.hpp"
+#include "runtime/wire/codec.hpp"
 #include "runtime/expected.hpp"
 #include "runtime/ids.hpp"
 

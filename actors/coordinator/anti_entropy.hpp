@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "actors/coordinator/replica_rules.hpp"
-#include "runtime/messages/client.hpp"
+#include "runtime/wire/messages/client.hpp"
 
 namespace monkey {
 

@@ -8,7 +8,7 @@
 #include "actors/coordinator/launch_env.hpp"
 #include "actors/fan_out.hpp"
 #include "actors/worker.hpp"
-#include "runtime/proc.hpp"
+#include "runtime/process/proc.hpp"
 
 namespace monkey {
 
@@ -213,6 +213,8 @@ void schedule(coordinator_actor* self) {
     return;
   if (!st.view.majority())
     return; // a minority starts no new attempts; running ones go on
+  if (!st.synced)
+    return; // back from the dead (fenced) or restarted: nothing starts before the sync ends
   std::vector<job_id> doomed;
   auto queue = placement_queue(st, &doomed);
   std::vector<job_id> ask;

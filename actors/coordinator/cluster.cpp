@@ -12,7 +12,7 @@
 #include "actors/fan_out.hpp"
 #include "actors/worker.hpp"
 #include "runtime/ownership.hpp"
-#include "runtime/proc.hpp"
+#include "runtime/process/proc.hpp"
 
 namespace monkey {
 
@@ -144,6 +144,8 @@ void recover(coordinator_actor* self, record_list& recs) {
 
 namespace {
 
+void sync_done(coordinator_actor* self);
+
 /// An own record whose cluster was asked: kept (and now recovered) or given up.
 void finish_sync(coordinator_actor* self, const job_id& id, const job_record* best) {
   auto& st = self->state;
@@ -176,12 +178,42 @@ void finish_sync(coordinator_actor* self, const job_id& id, const job_record* be
   persist(self, {rec}, [=](const persist_result&) { request_schedule(self); });
 }
 
+/// An own record that never got past "submitted" and has a client key: its submission may
+/// never have been acknowledged (this node died or froze before it could answer), and the
+/// client's retry through another node may have created the job anew. If another job with
+/// the same key exists in the cluster, this record is dropped: one job per key.
+void finish_sync_of_submission(coordinator_actor* self, const job_id& id) {
+  auto& st = self->state;
+  auto it = st.book.unsynced().find(id);
+  if (it == st.book.unsynced().end())
+    return;
+  jobs_with_key(self, it->second.client_key, [=](std::set<job_id> others) {
+    auto& st = self->state;
+    others.erase(id);
+    if (others.empty())
+      return finish_sync(self, id, nullptr);
+    auto parked = st.book.unpark(id);
+    if (!parked)
+      return;
+    st.log->warn("dropped job {}: its submission (client key {}) was never acknowledged, and "
+                 "the client's retry created job {}",
+                 id.short_str(), parked->client_key, others.begin()->short_str());
+    st.book.erase(id);
+    write_batch batch;
+    batch.erase.push_back(id);
+    self->request(st.journal, caf::infinite, atoms::write::value, std::move(batch))
+      .then([](bool) {}, [](const caf::error&) {});
+    sync_done(self);
+  });
+}
+
 void sync_done(coordinator_actor* self) {
   auto& st = self->state;
   if (st.book.unsynced().empty() && !st.synced) {
     st.synced = true;
     st.log->info("every recovered job heard from the cluster");
     on_members(self);
+    request_schedule(self); // nothing started while the sync ran
   }
 }
 
@@ -241,10 +273,12 @@ void try_sync(coordinator_actor* self) {
           continue;
         if (it != best->end() && replica::stands_over(it->second, *mine))
           finish_sync(self, id, &it->second);
-        else if (all)
-          finish_sync(self, id, nullptr);
-        else
+        else if (!all)
           ++waiting;
+        else if (it == best->end() && mine->version == 1 && !mine->client_key.empty())
+          finish_sync_of_submission(self, id); // nobody else has it: a lost acknowledgement?
+        else
+          finish_sync(self, id, nullptr);
       }
       if (waiting > 0)
         st.log->info("{} recovered jobs wait: not every alive member answered", waiting);

@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "actors/coordinator/state.hpp"
-#include "actors/membership.hpp"
-#include "runtime/envelope.hpp"
-#include "runtime/supervisor.hpp"
+#include "actors/membership/membership.hpp"
+#include "runtime/wire/envelope.hpp"
+#include "runtime/supervision/supervisor.hpp"
 
 namespace monkey {
 
@@ -107,6 +107,11 @@ void on_tick(coordinator_actor* self) {
     check_drained(self);
     if (!st.synced)
       try_sync(self);
+    // Queued jobs are placed again each second: a dependency held here as a replica, or
+    // owned elsewhere (asked again at most once a second), ends without telling this
+    // node's placement.
+    if (!st.book.queue().empty())
+      request_schedule(self);
   }
   if (st.recheck_members && st.ticks % (2 * every_second) == 0) {
     st.recheck_members = false;

@@ -23,7 +23,7 @@
 
 #include "devices/device.hpp"
 #include "runtime/ids.hpp"
-#include "runtime/launcher.hpp"
+#include "runtime/process/launcher.hpp"
 #include "runtime/placement.hpp"
 
 namespace monkey {

@@ -19,7 +19,7 @@
 
 #include "runtime/expected.hpp"
 #include "runtime/job.hpp"
-#include "runtime/launcher.hpp"
+#include "runtime/process/launcher.hpp"
 
 namespace monkey {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "runtime/job.hpp"
-#include "runtime/launcher.hpp"
+#include "runtime/process/launcher.hpp"
 
 namespace monkey {
 

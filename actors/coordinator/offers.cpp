@@ -315,6 +315,60 @@ size_t hand_over(coordinator_actor* self, const std::vector<job_id>& ids) {
   return out.size();
 }
 
+/// Before a drained node leaves: every record it holds (its own finished jobs, and the
+/// replicas of other owners' jobs) gets a copy at a member that stays, named in its
+/// holders instead of this node. Without it, a record whose other holder died just
+/// before (not yet detected) would leave with this node. check_drained waits for the
+/// answers (a failed copy is logged: the other holders still have the record).
+void hand_over_copies(coordinator_actor* self) {
+  auto& st = self->state;
+  auto others = st.view.others_alive();
+  std::map<std::string, record_list> by_node;
+  auto place = [&](job_record rec) {
+    std::vector<std::string> stay;
+    for (auto& h : rec.replicas)
+      if (h != st.self_node())
+        stay.push_back(h);
+    // One new holder beyond the ones that stay (which may be dead and not yet known).
+    auto want = holders_for(rec.id.str(), stay, {}, others, stay.size() + 1, {st.self_node()});
+    for (auto& n : want)
+      if (std::find(rec.replicas.begin(), rec.replicas.end(), n) == rec.replicas.end())
+        by_node[n].push_back(rec);
+    rec.replicas = want;
+    return rec;
+  };
+  for (auto& [id, rec] : st.book.owned_all())
+    if (is_final(rec.state))
+      place(rec);
+  for (auto& [id, h] : st.book.held_all())
+    place(h.rec);
+  st.custody_pending = 0;
+  for (auto& [node, list] : by_node)
+    for (size_t i = 0; i < list.size(); i += 512) {
+      record_list page(list.begin() + static_cast<ptrdiff_t>(i),
+                       list.begin() + static_cast<ptrdiff_t>(std::min(list.size(), i + 512)));
+      ++st.custody_pending;
+      ask_node(self, st.membership, node, verb::peer_replicate,
+               encode(replicate_request{st.self_node(), page}), peer_timeout::replicate)
+        .then(
+          [=](const std::string&) {
+            --self->state.custody_pending;
+            check_drained(self);
+          },
+          [=](const caf::error& err) {
+            self->state.log->warn("draining: {} copies to {} failed ({}); their other holders "
+                                  "keep them",
+                                  page.size(), node, describe(err));
+            --self->state.custody_pending;
+            check_drained(self);
+          });
+    }
+  if (st.custody_pending > 0)
+    st.log->info("draining: copying the records held here to the members that stay ({} "
+                 "pages)",
+                 st.custody_pending);
+}
+
 } // namespace
 
 void check_drained(coordinator_actor* self) {
@@ -330,6 +384,10 @@ void check_drained(coordinator_actor* self) {
   for (auto& [id, rec] : st.book.owned_all())
     if (!is_final(rec.state))
       return; // not handed over yet
+  if (st.custody_pending < 0)
+    hand_over_copies(self);
+  if (st.custody_pending > 0)
+    return; // the copies are on their way
   st.leave_signalled = true;
   st.log->warn("drained: no attempt runs here any more and the jobs are handed over; leaving");
   // Give the hand-over's replication a moment, then leave as on SIGTERM.

@@ -28,12 +28,12 @@
 #include "actors/coordinator/replica_rules.hpp"
 #include "actors/messages.hpp"
 #include "actors/worker.hpp"
-#include "runtime/atoms.hpp"
-#include "runtime/envelope.hpp"
+#include "runtime/wire/atoms.hpp"
+#include "runtime/wire/envelope.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/membership.hpp"
-#include "runtime/messages/client.hpp"
+#include "runtime/wire/messages/client.hpp"
 #include "runtime/placement.hpp"
 
 namespace monkey {
@@ -147,6 +147,7 @@ struct coordinator_state {
   bool draining = false;     ///< shutdown with --drain: running attempts finish
   bool leaving = false;      ///< `monkey drain`: hands its jobs over, then leaves
   bool leave_signalled = false;
+  int custody_pending = -1;  ///< drain: copies of held records not yet acknowledged (-1: none sent)
   std::vector<caf::response_promise> shutdown_waiters;
   int64_t shutdown_deadline_ms = 0; ///< pending final states are waited for until then
   static inline const char* name = "coordinator";
@@ -219,6 +220,10 @@ void ask_dependencies(coordinator_actor* self, const std::vector<job_id>& ids);
 // ---- submit.cpp ----------------------------------------------------------------------
 /// A submission this node is to own (the router chose it, or forwarded it here).
 void accept_submit(coordinator_actor* self, caf::response_promise rp, submit_request req);
+/// The jobs other alive members know under a client key (then runs once, with what the
+/// members that answered in time said).
+void jobs_with_key(coordinator_actor* self, const std::string& key,
+                   std::function<void(std::set<job_id>)> then);
 
 // ---- cluster.cpp ---------------------------------------------------------------------
 void recover(coordinator_actor* self, record_list& recs);

@@ -100,6 +100,25 @@ void accept_new(coordinator_actor* self, caf::response_promise rp, submit_reques
 
 } // namespace
 
+void jobs_with_key(coordinator_actor* self, const std::string& key,
+                   std::function<void(std::set<job_id>)> then) {
+  auto& st = self->state;
+  list_request lookup;
+  lookup.local = true;
+  lookup.key = key;
+  auto found = std::make_shared<std::set<job_id>>();
+  fan_out(
+    self, st.membership, st.view.others_alive(), verb::list, encode(lookup), peer_timeout::fetch,
+    [=](const peer_answer& a) {
+      if (!a)
+        return;
+      if (auto r = decode<list_reply>(*a.body, "jobs"))
+        for (auto& s : r->jobs)
+          found->insert(s.id);
+    },
+    [=] { then(std::move(*found)); });
+}
+
 void accept_submit(coordinator_actor* self, caf::response_promise rp, submit_request req) {
   auto& st = self->state;
   if (!st.accepting)
@@ -111,8 +130,8 @@ void accept_submit(coordinator_actor* self, caf::response_promise rp, submit_req
     return rp.deliver(make_error(errc::unavailable, "the forwarded submission arrived after its "
                                                     "deadline; the forwarding node tries another "
                                                     "owner"));
-  if (auto problem = validate(req.spec); !problem.empty())
-    return rp.deliver(make_error(errc::bad_request, "invalid job spec: " + problem));
+  if (auto problem = validate(req.spec); !problem)
+    return rp.deliver(make_error(errc::bad_request, "invalid job spec: " + problem.error()));
   if (req.spec.array_index >= 0)
     return rp.deliver(make_error(errc::bad_request, "array_index: set by the node, not by clients"));
   if (!req.spec.app.empty()) // the app registry comes with the experiment SDK
@@ -142,29 +161,16 @@ void accept_submit(coordinator_actor* self, caf::response_promise rp, submit_req
   // lost): every alive member is asked for the key first.
   if (!req.retry || key.empty() || st.view.others_alive().empty())
     return go_on();
-  list_request lookup;
-  lookup.local = true;
-  lookup.key = key;
-  auto found = std::make_shared<std::set<job_id>>();
-  fan_out(
-    self, st.membership, st.view.others_alive(), verb::list, encode(lookup), peer_timeout::fetch,
-    [=](const peer_answer& a) {
-      if (!a)
-        return;
-      if (auto r = decode<list_reply>(*a.body, "jobs"))
-        for (auto& s : r->jobs)
-          found->insert(s.id);
-    },
-    [=]() mutable {
-      if (found->empty())
-        return go_on();
-      submit_reply r;
-      r.ids.assign(found->begin(), found->end());
-      r.duplicate = true;
-      auto body = reply(r);
-      settle_key(self->state, key, body);
-      rp.deliver(body);
-    });
+  jobs_with_key(self, key, [=](std::set<job_id> found) mutable {
+    if (found.empty())
+      return go_on();
+    submit_reply r;
+    r.ids.assign(found.begin(), found.end());
+    r.duplicate = true;
+    auto body = reply(r);
+    settle_key(self->state, key, body);
+    rp.deliver(body);
+  });
 }
 
 namespace {

@@ -3,8 +3,8 @@
 // Who may send which verb, and which of the node's actors answers it. Plain C++: no CAF;
 // access.test.cpp. The gateway asks these two functions for every envelope.
 
-#include "runtime/auth.hpp"
-#include "runtime/messages/client.hpp"
+#include "runtime/net/auth.hpp"
+#include "runtime/wire/messages/client.hpp"
 
 namespace monkey {
 

@@ -7,13 +7,13 @@
 #include <caf/all.hpp>
 
 #include "actors/gateway/access.hpp"
-#include "actors/membership.hpp"
-#include "runtime/atoms.hpp"
-#include "runtime/auth.hpp"
-#include "runtime/envelope.hpp"
+#include "actors/membership/membership.hpp"
+#include "runtime/wire/atoms.hpp"
+#include "runtime/net/auth.hpp"
+#include "runtime/wire/envelope.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/logging.hpp"
-#include "runtime/messages/client.hpp"
+#include "runtime/wire/messages/client.hpp"
 
 namespace monkey {
 

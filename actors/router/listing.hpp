@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "runtime/membership.hpp"
-#include "runtime/messages/client.hpp"
+#include "runtime/wire/messages/client.hpp"
 
 namespace monkey {
 

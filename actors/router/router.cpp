@@ -9,7 +9,7 @@
 
 #include "actors/coordinator/replica_rules.hpp"
 #include "actors/fan_out.hpp"
-#include "actors/membership.hpp"
+#include "actors/membership/membership.hpp"
 #include "actors/messages.hpp"
 #include "actors/router/listing.hpp"
 #include "runtime/errc.hpp"
@@ -40,6 +40,7 @@ struct pending_forward {
 struct router_state {
   router_config cfg;
   caf::actor coordinator;
+  caf::actor tasks; ///< the task dispatcher
   caf::actor membership;
   cluster_view view{""};
   std::map<job_id, job_summary> seen; ///< rows of the last listings, forwarded submissions
@@ -50,10 +51,6 @@ struct router_state {
 };
 
 using router_actor = caf::stateful_actor<router_state>;
-
-bool is_code(const caf::error& err, errc code) {
-  return err.category() == caf::atom("monkey") && err.code() == static_cast<uint8_t>(code);
-}
 
 /// Answers from this node's coordinator and from every other alive member to one request:
 /// `each` gets every answer (this node's under its own id), `done` runs once at the end.
@@ -131,7 +128,7 @@ void end_forward(router_actor* self, uint64_t seq, std::optional<std::string> bo
   }
   // The owner answered (full queue, bad spec, a partial write): that answer stands.
   // Unavailable (unreachable, dead, or past the deadline) and timeouts: the next owner.
-  if (err.category() == caf::atom("monkey") && !is_code(err, errc::unavailable))
+  if (err.category() == caf::atom("monkey") && !is(err, errc::unavailable))
     return f.rp.deliver(std::move(err));
   st.log->warn("forwarding a submission to its owner {} failed ({}); trying the next "
                "candidate",
@@ -347,8 +344,8 @@ void one_job_verb(router_actor* self, caf::response_promise rp, verb v, const en
       self, v, body, body,
       [=](const peer_answer& a) {
         if (!a) {
-          if (!*first_err || is_code(*first_err, errc::not_found))
-            if (!is_code(a.err, errc::not_found) || !*first_err)
+          if (!*first_err || is(*first_err, errc::not_found))
+            if (!is(a.err, errc::not_found) || !*first_err)
               *first_err = a.err;
           return;
         }
@@ -455,7 +452,17 @@ void on_envelope(router_actor* self, const envelope& env) {
             if (!s)
               return rp.deliver(std::move(body));
             s->sizes["router_seen"] = static_cast<int64_t>(seen);
-            rp.deliver(encode(*s));
+            auto reply = std::make_shared<status_reply>(std::move(*s));
+            self->request(self->state.tasks, query_timeout, atoms::counts::value)
+              .then(
+                [=](const std::vector<uint64_t>& n) mutable {
+                  if (n.size() == 2) {
+                    reply->tasks_queued = n[0];
+                    reply->tasks_in_flight = n[1];
+                  }
+                  rp.deliver(encode(*reply));
+                },
+                [=](const caf::error&) mutable { rp.deliver(encode(*reply)); });
           },
           [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
       return;
@@ -477,10 +484,12 @@ void subscribe_members(router_actor* self) {
   self->send(m, atoms::subscribe::value);
 }
 
-caf::behavior router_impl(router_actor* self, router_config cfg, caf::actor coordinator) {
+caf::behavior router_impl(router_actor* self, router_config cfg, caf::actor coordinator,
+                          caf::actor tasks) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.coordinator = std::move(coordinator);
+  st.tasks = std::move(tasks);
   st.view = cluster_view{st.cfg.node.str()};
   st.log = logger("router");
   self->set_down_handler([=](const caf::down_msg& dm) {
@@ -498,13 +507,17 @@ caf::behavior router_impl(router_actor* self, router_config cfg, caf::actor coor
     [=](atoms::members, member_list& ms, bool majority) {
       self->state.view.update(std::move(ms), majority);
     },
+    // A subscriber is asked to fence when this node was declared dead: the router runs
+    // no job, so it has nothing to stop (the coordinator does).
+    [=](atoms::fence, const std::string&) { return true; },
   };
 }
 
 } // namespace
 
-caf::actor spawn_router(caf::actor_system& sys, router_config cfg, caf::actor coordinator) {
-  return sys.spawn(router_impl, std::move(cfg), std::move(coordinator));
+caf::actor spawn_router(caf::actor_system& sys, router_config cfg, caf::actor coordinator,
+                        caf::actor tasks) {
+  return sys.spawn(router_impl, std::move(cfg), std::move(coordinator), std::move(tasks));
 }
 
 } // namespace monkey

@@ -26,7 +26,8 @@ struct router_config {
 };
 
 /// `coordinator`: this node's coordinator (the router starts after it and is restarted
-/// with it).
-caf::actor spawn_router(caf::actor_system& sys, router_config cfg, caf::actor coordinator);
+/// with it); `tasks`: the task dispatcher (its counts go into `status`).
+caf::actor spawn_router(caf::actor_system& sys, router_config cfg, caf::actor coordinator,
+                        caf::actor tasks);
 
 } // namespace monkey

@@ -8,11 +8,11 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
-#include "runtime/atoms.hpp"
-#include "runtime/envelope.hpp"
+#include "runtime/wire/atoms.hpp"
+#include "runtime/wire/envelope.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/logging.hpp"
-#include "runtime/messages/client.hpp"
+#include "runtime/wire/messages/client.hpp"
 #include "runtime/tasks.hpp"
 
 namespace monkey {
@@ -328,6 +328,11 @@ void on_envelope(dispatch_actor* self, const envelope& env) {
   }
 }
 
+/// How often retention runs: a tenth of it, between a second and an hour.
+std::chrono::milliseconds compact_every(int64_t retention_ms) {
+  return std::chrono::milliseconds(std::clamp<int64_t>(retention_ms / 10, 1000, 3600 * 1000));
+}
+
 caf::behavior task_dispatch_impl(dispatch_actor* self, task_dispatch_config cfg,
                                  caf::actor journal, caf::actor devices) {
   auto& st = self->state;
@@ -335,6 +340,7 @@ caf::behavior task_dispatch_impl(dispatch_actor* self, task_dispatch_config cfg,
   st.journal = std::move(journal);
   st.devices = std::move(devices);
   st.log = logger("tasks");
+  self->delayed_send(self, compact_every(st.cfg.retention_ms), atoms::compact::value);
   self->request(st.journal, caf::infinite, atoms::load_tasks::value)
     .await(
       [=](task_state_list& batches) {
@@ -376,6 +382,19 @@ caf::behavior task_dispatch_impl(dispatch_actor* self, task_dispatch_config cfg,
     [=](atoms::task_flush) { flush(self); },
     [=](atoms::task_wait, const job_id& id, uint64_t seq) { on_wait_timeout(self, id, seq); },
     [=](atoms::discover, const std::string& name) { discover_proxy(self, name); },
+    // `monkey status`: tasks waiting, and chunks handed to device proxies.
+    [=](atoms::counts) {
+      auto& st = self->state;
+      return std::vector<uint64_t>{st.tasks.queued_tasks(),
+                                   static_cast<uint64_t>(st.tasks.in_flight())};
+    },
+    // Retention: the journal deletes finished batches older than it; so does the book.
+    [=](atoms::compact) {
+      auto& st = self->state;
+      if (auto n = st.tasks.forget_finished(now_ms() - st.cfg.retention_ms))
+        st.log->info("retention: {} finished task batches forgotten", n);
+      self->delayed_send(self, compact_every(st.cfg.retention_ms), atoms::compact::value);
+    },
     [=](atoms::shutdown, bool drain) {
       auto& st = self->state;
       auto rp = self->make_response_promise();

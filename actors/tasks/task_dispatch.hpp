@@ -20,6 +20,7 @@ struct task_dispatch_config {
   node_id node;
   std::vector<std::string> devices; ///< the device names whose proxies run tasks
   uint32_t task_chunk = 256;        ///< most tasks handed to a device proxy in one message
+  int64_t retention_ms = 7LL * 24 * 3600 * 1000; ///< finished batches are forgotten after it
 };
 
 /// `devices` is the devices supervisor (actors/device_proxy.hpp): the dispatcher finds the

@@ -13,18 +13,19 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "runtime/atoms.hpp"
-#include "actors/membership.hpp"
+#include "runtime/wire/atoms.hpp"
+#include "actors/membership/membership.hpp"
 #include "actors/node.hpp"
 #include "devices/device.hpp"
-#include "runtime/auth.hpp"
-#include "runtime/client.hpp"
+#include "runtime/net/auth.hpp"
+#include "runtime/client/client.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/faults.hpp"
-#include "runtime/journal.hpp"
+#include "runtime/journal/journal.hpp"
 #include "runtime/logging.hpp"
-#include "runtime/net_config.hpp"
-#include "runtime/proc.hpp"
+#include "monkey/sdk/version.hpp"
+#include "runtime/net/net_config.hpp"
+#include "runtime/process/proc.hpp"
 #include "runtime/spec_parser.hpp"
 
 using namespace monkey;
@@ -164,6 +165,7 @@ int fail_start(const std::string& msg) {
 int main(int argc, char** argv) {
   options opt;
   CLI::App app{"monkey-runtime: one node of a Monkey cluster"};
+  app.set_version_flag("--version", "monkey-runtime " MONKEY_VERSION);
   app.add_option("--listen", opt.listen, "HOST:PORT to accept clients and peers on (port 0: any)")
     ->capture_default_str();
   app.add_option("--data-dir", opt.data_dir, "journal, logs and node identity (default MONKEY_HOME/node)");
@@ -226,9 +228,9 @@ int main(int argc, char** argv) {
     return exit_startup_error;
   }
   auto log_max = parse_size_bytes(opt.log_max_size);
-  if (!log_max || *log_max < 64 * 1024) {
+  if (!log_max || *log_max < 16 * 1024) {
     std::fprintf(stderr, "monkey-runtime: --log-max-size: %s\n",
-                 log_max ? "must be at least 64K" : log_max.error().c_str());
+                 log_max ? "must be at least 16K" : log_max.error().c_str());
     return exit_startup_error;
   }
   init_logging(opt.log_file == "-" ? std::string{}
@@ -247,19 +249,19 @@ int main(int argc, char** argv) {
 
   std::string host;
   uint16_t port = 0;
-  if (auto bad = split_address(opt.listen, host, port); !bad.empty())
-    return fail_start("--listen: " + bad);
+  if (auto bad = split_address(opt.listen, host, port); !bad)
+    return fail_start("--listen: " + bad.error());
   for (auto& seed : opt.join) {
     std::string h;
     uint16_t p = 0;
-    if (auto bad = split_address(seed, h, p); !bad.empty())
-      return fail_start("--join: " + bad);
+    if (auto bad = split_address(seed, h, p); !bad)
+      return fail_start("--join: " + bad.error());
   }
   if (!opt.advertise.empty()) {
     std::string h;
     uint16_t p = 0;
-    if (auto bad = split_address(opt.advertise, h, p); !bad.empty())
-      return fail_start("--advertise: " + bad);
+    if (auto bad = split_address(opt.advertise, h, p); !bad)
+      return fail_start("--advertise: " + bad.error());
   }
   auto suspicion = parse_duration_s(opt.suspicion_timeout);
   if (!suspicion || *suspicion < 0.2 || *suspicion > 600)
@@ -282,15 +284,15 @@ int main(int argc, char** argv) {
     // The client token beside the secret: what users need to run `monkey` (not the secret).
     auto slash = secret_path.rfind('/');
     auto dir = slash == std::string::npos ? std::string(".") : secret_path.substr(0, slash);
-    if (auto bad = write_token_file(dir + "/token", client_token(*secret)); !bad.empty())
-      log->warn("{}", bad);
+    if (auto bad = write_token_file(dir + "/token", client_token(*secret)); !bad)
+      log->warn("{}", bad.error());
   }
   net_settings net;
   if (opt.tls || !opt.tls_dir.empty() || app.count("--tls-name") > 0) {
     net.tls = tls_files_in(opt.tls_dir.empty() ? monkey_home() + "/certs" : opt.tls_dir,
                            opt.tls_name);
-    if (auto bad = check_tls_files(net.tls); !bad.empty())
-      return fail_start("--tls: " + bad + " (create the files with `monkey certs`)");
+    if (auto bad = check_tls_files(net.tls); !bad)
+      return fail_start("--tls: " + bad.error() + " (create the files with `monkey certs`)");
   }
 
   std::vector<std::string> warnings;
@@ -310,7 +312,7 @@ int main(int argc, char** argv) {
   cc.data_dir = opt.data_dir;
   cc.pid = static_cast<int32_t>(::getpid());
   cc.started_ms = now_ms();
-  cc.version = "0.1.0";
+  cc.version = MONKEY_VERSION;
   cc.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(opt.kill_grace_s * 1000));
   cc.retention_ms = static_cast<int64_t>(*retention * 1000);
   auto cpu = devices::discover_cpu();
@@ -367,8 +369,8 @@ int main(int argc, char** argv) {
                                                   "cgroup v2)"));
 
   runtime_config cfg{net};
-  if (auto bad = check_network_config(cfg); !bad.empty())
-    return fail_start("network configuration: " + bad);
+  if (auto bad = check_network_config(cfg); !bad)
+    return fail_start("network configuration: " + bad.error());
   caf::actor_system sys{cfg};
   node_setup setup;
   setup.coordinator = cc;

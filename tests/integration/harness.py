@@ -2,6 +2,7 @@
 """Helpers for Monkey's multi-process integration tests: real monkey-runtime processes,
 the real monkey client, real signals. Each test gets its own MONKEY_HOME and free ports."""
 
+import atexit
 import json
 import os
 import shutil
@@ -48,7 +49,7 @@ class Cluster:
         self.env.pop("MONKEY_SECRET_FILE", None)
         self.nodes = {}
 
-    def start(self, name="n1", *args, wait=True):
+    def start(self, name="n1", *args, wait=True, env=None):
         data = os.path.join(self.home, name)
         addr_file = os.path.join(data, "address")
         if os.path.exists(addr_file):
@@ -57,7 +58,8 @@ class Cluster:
         log = open(os.path.join(self.home, f"{name}.stderr"), "ab")
         proc = subprocess.Popen([RUNTIME, "--listen", f"127.0.0.1:{port}", "--data-dir", data,
                                  "--no-measure", *args],
-                                env=self.env, stdout=log, stderr=log, start_new_session=True)
+                                env=env or self.env, stdout=log, stderr=log,
+                                start_new_session=True)
         node = {"proc": proc, "data": data, "port": port, "stderr": log.name}
         self.nodes[name] = node
         if wait:
@@ -201,6 +203,44 @@ def current_versions(data_dirs):
     return out
 
 
+_M64 = (1 << 64) - 1
+
+
+def _fnv1a(text, h=1469598103934665603):
+    for c in text.encode():
+        h = ((h ^ c) * 1099511628211) & _M64
+    return h
+
+
+def _mix(z):
+    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & _M64
+    return z ^ (z >> 31)
+
+
+def rendezvous_rank(key, nodes):
+    """The nodes in the order runtime/ownership.cpp ranks them for `key` (owner first)."""
+    w = lambda n: _mix(_fnv1a(n, _fnv1a(key) ^ 0x9e3779b97f4a7c15))
+    return sorted(nodes, key=lambda n: (-w(n), n))
+
+
+_keys_used = set()
+
+
+def key_for(nodes, first, second=None):
+    """A fresh client key (never returned before: a key names one job cluster-wide) whose
+    owner is node `first` (and second holder `second`, if given)."""
+    for i in range(1000000):
+        key = f"key-{os.getpid()}-{i}"
+        if key in _keys_used:
+            continue
+        r = rendezvous_rank(key, nodes)
+        if r[0] == first and (second is None or r[1] == second):
+            _keys_used.add(key)
+            return key
+    raise Failure("no key found")
+
+
 def pid_alive(pid):
     try:
         os.kill(pid, 0)
@@ -215,21 +255,53 @@ def pid_alive(pid):
         return False
 
 
-def run(test):
-    """Runs one test function with a fresh cluster; prints a ctest-friendly verdict."""
-    cluster = Cluster(test.__name__)
-    try:
-        test(cluster)
-        print(f"PASS {test.__name__}")
-    except Exception as e:  # noqa: BLE001 - report every failure with the node logs
-        print(f"FAIL {test.__name__}: {e}")
-        for name in cluster.nodes:
-            print(f"--- {name} stderr ---\n{cluster.stderr(name)[-3000:]}")
-            log = os.path.join(cluster.nodes[name]["data"], "runtime.log")
-            if os.path.exists(log):
-                print(f"--- {name} runtime.log (tail) ---")
-                print(open(log, errors="replace").read()[-4000:])
+_results = []
+
+
+def _report():
+    failed = [name for name, ok in _results if not ok]
+    if _results:
+        print(f"scenarios: {len(_results) - len(failed)} passed, {len(failed)} failed"
+              + (f" ({', '.join(failed)})" if failed else ""), flush=True)
+    if failed:
+        sys.stdout.flush()
+        os._exit(1)
+
+
+def run(*tests):
+    """Runs every scenario with a fresh cluster, each even after another failed, and prints
+    a ctest-friendly verdict per scenario ("PASS name" / "FAIL name: why", with the node
+    logs) and a summary line; the process exits 1 when any failed."""
+    if not _results:
+        atexit.register(_report)
+    only = set(a for a in sys.argv[1:] if not a.startswith("-"))
+    for test in tests:
+        if only and test.__name__ not in only:
+            continue  # `python3 test_x.py SCENARIO...` runs just those
+        cluster = Cluster(test.__name__)
+        try:
+            test(cluster)
+            print(f"PASS {test.__name__}", flush=True)
+            _results.append((test.__name__, True))
+        except Exception as e:  # noqa: BLE001 - report every failure with the node logs
+            print(f"FAIL {test.__name__}: {e}", flush=True)
+            for name in cluster.nodes:
+                print(f"--- {name} stderr ---\n{cluster.stderr(name)[-3000:]}")
+                log = os.path.join(cluster.nodes[name]["data"], "runtime.log")
+                if os.path.exists(log):
+                    print(f"--- {name} runtime.log (tail) ---")
+                    print(open(log, errors="replace").read()[-4000:])
+            # Nodes started by `monkey up` (MONKEY_HOME/nodes/*): their warnings and errors.
+            up_nodes = os.path.join(cluster.home, "nodes")
+            for name in sorted(os.listdir(up_nodes)) if os.path.isdir(up_nodes) else []:
+                log = os.path.join(up_nodes, name, "runtime.log")
+                if os.path.exists(log):
+                    lines = [l for l in open(log, errors="replace").read().splitlines()
+                             if " warning " in l or " error " in l or " critical " in l]
+                    print(f"--- {name} (monkey up) runtime.log warnings ---")
+                    print("\n".join(lines[-40:]))
+            _results.append((test.__name__, False))
+            cluster.close()
+            continue
         cluster.close()
-        sys.exit(1)
-    cluster.close()
-    shutil.rmtree(cluster.home, ignore_errors=True)
+        shutil.rmtree(cluster.home, ignore_errors=True)

@@ -3,6 +3,7 @@
 forwards it to the job's owner; jobs run across all nodes; `monkey jobs` on any node shows
 each job once; kill -9 of the owner of running jobs loses none of them and gives none a
 second final state; the old owner, restarted on its data directory, hands over."""
+import datetime
 import json
 import os
 import signal
@@ -133,6 +134,7 @@ def owner_sigstop_fenced(c):
     victim_node = wait_until(running_elsewhere, 30, "a job running on another node")
     victim = [n for n in nodes if n["pid"] == node_of[victim_node]][0]
     owned = [j["id"] for j in jobs_at(c, entry["address"]) if j["owner"] == victim_node]
+    stopped_ms = time.time() * 1000
     os.kill(victim["pid"], signal.SIGSTOP)
     try:
         wait_until(lambda: (lambda ms: ms and ms[victim["pid"]]["state"] == "dead")(
@@ -159,6 +161,23 @@ def owner_sigstop_fenced(c):
     js = wait_until(lambda: all_final(c, entry["address"], 6), 120, "every job to finish")
     check(all(j["state"] == "succeeded" for j in js), f"all succeeded: {js}")
     one_final_each(c, [n["data_dir"] for n in nodes], ids)
+    # The fenced node started nothing between its resume and the end of its sync: an
+    # attempt there after the pause began only once it had heard from the cluster (a job
+    # adopted elsewhere may come back to it later by a reservation, as to any node).
+    text = open(runtime_log).read()
+    synced_line = [l for l in text.split("fenced: killed", 1)[1].splitlines()
+                   if "every recovered job heard from the cluster" in l]
+    check(synced_line, "the fenced node finished its sync")
+    synced_ms = datetime.datetime.strptime(synced_line[0].split()[0],
+                                           "%Y-%m-%dT%H:%M:%S.%f").timestamp() * 1000
+    for jid in owned:
+        s = json.loads(c.monkey("show", jid, "--json", "--address", entry["address"]).stdout)
+        here = [a for a in s["attempts"] if a["attempt_id"].startswith(victim_node[:8])]
+        early = [a for a in here if stopped_ms < a["started_ms"] < synced_ms]
+        check(not early, f"job {jid} started on the fenced node before its sync ended "
+                         f"({synced_ms:.0f}): {s['attempts']}")
+        check(s["owner"] != victim_node or any(a["started_ms"] >= synced_ms for a in here),
+              f"job {jid} stays with its adopter unless placed back after the sync: {s}")
     c.monkey("down", timeout=120)
 
 

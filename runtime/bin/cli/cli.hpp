@@ -13,7 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "runtime/client.hpp"
+#include "runtime/client/client.hpp"
 
 namespace monkey::cli {
 

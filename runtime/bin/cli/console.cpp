@@ -7,9 +7,9 @@
 
 #include <editline/readline.h>
 
-#include "runtime/auth.hpp"
+#include "runtime/net/auth.hpp"
 #include "runtime/bin/cli/cli.hpp"
-#include "runtime/supervisor.hpp"
+#include "runtime/supervision/supervisor.hpp"
 
 namespace monkey {
 

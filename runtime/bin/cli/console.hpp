@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/client.hpp"
+#include "runtime/client/client.hpp"
 #include "runtime/expected.hpp"
 
 namespace monkey {

@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 
 #include "runtime/bin/cli/up.hpp"
-#include "runtime/certs.hpp"
+#include "runtime/net/certs.hpp"
 
 namespace monkey::cli {
 

@@ -6,8 +6,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "monkey/sdk/version.hpp"
 #include "runtime/bin/cli/cli.hpp"
-#include "runtime/auth.hpp"
+#include "runtime/net/auth.hpp"
 
 namespace monkey::cli {
 
@@ -131,6 +132,7 @@ int run_cli(int argc, char** argv, client* shared) {
     args.push_back(argv[i]);
   }
   CLI::App app{"monkey: run and watch jobs on a Monkey cluster"};
+  app.set_version_flag("--version", "monkey " MONKEY_VERSION);
   app.require_subcommand(1);
   app.fallthrough(true); // the global options also after the verb
   auto& g = ctx.g;

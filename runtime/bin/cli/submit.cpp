@@ -14,7 +14,7 @@ namespace monkey::cli {
 namespace {
 
 struct submit_options {
-  std::string name, file, timeout, mem, gpu_mem, workdir, array, app_name;
+  std::string name, file, timeout, mem, gpu_mem, workdir, array, app_name, key;
   int cpus = 1, gpus = 0, retries = 0, max_requeues = 5, priority = 0;
   uint64_t seed = 0;
   std::vector<std::string> sets, envs, afters, tags;
@@ -105,8 +105,8 @@ expected<job_spec> build_spec(const submit_options& o, const CLI::App& sub,
   }
   spec.user = current_user();
   spec.host = current_host();
-  if (auto problem = validate(spec); !problem.empty())
-    return failure{"invalid job: " + problem};
+  if (auto problem = validate(spec); !problem)
+    return failure{"invalid job: " + problem.error()};
   return spec;
 }
 
@@ -119,7 +119,7 @@ int run_submit(context& ctx, const submit_options& o, const CLI::App& sub) {
     return fail(c.error());
   submit_request req;
   req.spec = *spec;
-  req.client_key = random_key();
+  req.client_key = o.key.empty() ? random_key() : o.key;
   auto r = (*c)->call<submit_reply>(verb::submit, req);
   if (!r)
     return fail("submit: " + r.error());
@@ -179,6 +179,9 @@ verb_def add_submit(CLI::App& app) {
   s->add_option("--after", o->afters, "ok:ID or any:ID (repeatable)");
   s->add_option("--array", o->array, "array of jobs, e.g. 0-99, 1,3,5 or 0-99:10");
   s->add_flag("--wait", o->wait, "wait for the job and exit with its exit code");
+  s->add_option("--key", o->key,
+                "idempotency key: submitting again with the same key (after an error or a lost "
+                "answer) creates nothing new and returns the same ids (default: a new key)");
   return {s, [o, s](context& ctx) { return run_submit(ctx, *o, *s); }, true};
 }
 

@@ -2,7 +2,7 @@
 // monkey tree and monkey kill ACTOR: the node's supervision tree, and fault injection.
 #include "runtime/bin/cli/cli.hpp"
 
-#include "runtime/supervisor.hpp"
+#include "runtime/supervision/supervisor.hpp"
 
 namespace monkey::cli {
 

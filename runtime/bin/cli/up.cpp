@@ -18,9 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/auth.hpp"
-#include "runtime/certs.hpp"
-#include "runtime/client.hpp"
+#include "runtime/net/auth.hpp"
+#include "runtime/net/certs.hpp"
+#include "runtime/client/client.hpp"
 
 namespace monkey {
 
@@ -170,7 +170,7 @@ int cluster_up(const up_options& opt) {
     std::ofstream(home + "/cluster.tls") << tls_dir << "\n";
   }
   std::vector<up_node> nodes;
-  auto start = [&](int i, const std::string& seed) -> std::string {
+  auto start = [&](int i, const std::string& seed) -> status {
     up_node n;
     n.name = "n" + std::to_string(i + 1);
     n.data_dir = home + "/nodes/" + n.name;
@@ -195,14 +195,14 @@ int cluster_up(const up_options& opt) {
     args.insert(args.end(), opt.runtime_args.begin(), opt.runtime_args.end());
     auto pid = start_runtime(exe, args, n.data_dir + "/stderr.log");
     if (!pid)
-      return pid.error();
+      return failure{pid.error()};
     n.pid = *pid;
     nodes.push_back(n);
     return {};
   };
   auto deadline = std::chrono::steady_clock::now()
                   + std::chrono::milliseconds(static_cast<int64_t>(opt.timeout_s * 1000));
-  auto wait_address = [&](up_node& n) -> std::string {
+  auto wait_address = [&](up_node& n) -> status {
     while (std::chrono::steady_clock::now() < deadline) {
       auto a = read_text(n.data_dir + "/address");
       if (!a.empty()) {
@@ -211,26 +211,27 @@ int cluster_up(const up_options& opt) {
       }
       int status = 0;
       if (::waitpid(n.pid, &status, WNOHANG) == n.pid)
-        return "node " + n.name + " exited at start: " + read_text(n.data_dir + "/stderr.log");
+        return failure{"node " + n.name + " exited at start: "
+                       + read_text(n.data_dir + "/stderr.log")};
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    return "node " + n.name + " did not start listening in time";
+    return failure{"node " + n.name + " did not start listening in time"};
   };
   auto give_up = [&](const std::string& why) {
     write_up_file(up_path, nodes); // `monkey down` can still stop what started
     return fail("up: " + why + " (see " + home + "/nodes/*/runtime.log; `monkey down` stops "
                 "what started)");
   };
-  if (auto e = start(0, ""); !e.empty())
-    return give_up(e);
-  if (auto e = wait_address(nodes[0]); !e.empty())
-    return give_up(e);
+  if (auto e = start(0, ""); !e)
+    return give_up(e.error());
+  if (auto e = wait_address(nodes[0]); !e)
+    return give_up(e.error());
   for (int i = 1; i < opt.nodes; ++i)
-    if (auto e = start(i, nodes[0].address); !e.empty())
-      return give_up(e);
+    if (auto e = start(i, nodes[0].address); !e)
+      return give_up(e.error());
   for (auto& n : nodes)
-    if (auto e = wait_address(n); !e.empty())
-      return give_up(e);
+    if (auto e = wait_address(n); !e)
+      return give_up(e.error());
   write_up_file(up_path, nodes);
   std::string addresses;
   for (auto& n : nodes)

@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The client protocol (`monkey` CLI and console ↔ a node). Each request travels as one
+// envelope {verb, msgpack body}; the reply is a msgpack body or a caf::error. Bodies use
+// MSGPACK_DEFINE_MAP so fields can be added. Wire forms: docs/protocol.md.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/wire/codec.hpp"
+#include "runtime/job.hpp"
+#include "runtime/membership.hpp"
+#include "runtime/tasks.hpp"
+
+namespace monkey {
+
+/// Bumped on any incompatible change of the protocol.
+constexpr uint32_t protocol_version = 3;
+
+enum class verb : uint16_t {
+  hello = 1,
+  auth = 2,
+  submit = 3,
+  list = 4,
+  show = 5,
+  logs = 6,
+  cancel = 7,
+  why = 8,
+  status = 9,
+  devices = 10,
+  nodes = 11,
+  tree = 12,
+  kill_actor = 13,
+  submit_tasks = 14,
+  list_tasks = 15,
+  wait_tasks = 16,
+  // between nodes (docs/cluster.md); answered by the membership actor
+  peer_join = 17,
+  peer_ping = 18,
+  peer_ping_req = 19,
+  peer_replicate = 20, ///< job records to a replica; answered by its coordinator
+  drain = 21,          ///< `monkey drain NODE`: hand the node's jobs over, then leave
+  peer_digest = 22,    ///< anti-entropy: one page of (id, version) the asker should hold
+  peer_fetch = 23,     ///< anti-entropy: the records of the given ids
+  peer_reserve = 24,   ///< placement: "run this job now?" (granted: it owns the job)
+  peer_withdraw = 25,  ///< placement: an unanswered reservation request is withdrawn
+};
+
+const char* to_string(verb v);
+
+struct hello_request {
+  uint32_t protocol = protocol_version;
+  std::string role = "client"; ///< client, node or app: the key the session will prove
+  std::string attempt;         ///< app: the attempt id whose key it proves
+  MSGPACK_DEFINE_MAP(protocol, role, attempt);
+};
+
+struct hello_reply {
+  std::string nonce;
+  std::string node;
+  uint32_t protocol = protocol_version;
+  MSGPACK_DEFINE_MAP(nonce, node, protocol);
+};
+
+struct auth_request {
+  std::string client_nonce;
+  std::string proof;
+  std::string user;
+  std::string host;
+  MSGPACK_DEFINE_MAP(client_nonce, proof, user, host);
+};
+
+struct auth_reply {
+  std::string proof;
+  MSGPACK_DEFINE_MAP(proof);
+};
+
+struct submit_request {
+  job_spec spec;          ///< an array spec is expanded by the node
+  std::string client_key; ///< a retried submit with the same key creates nothing new
+  int32_t hops = 0;       ///< forwards so far (a node forwards a client's submit to the owner once)
+  /// The client or the forwarding node tries again after a failure: the owner then looks the
+  /// key up on every alive member before it creates anything.
+  bool retry = false;
+  /// A forwarded submission is refused after this time (the forwarding node's clock, ms):
+  /// by then that node has tried another owner.
+  int64_t deadline_ms = 0;
+  MSGPACK_DEFINE_MAP(spec, client_key, hops, retry, deadline_ms);
+};
+
+/// peer_reserve's answer: whether the asked node took the job over (and runs it now).
+struct reserve_reply {
+  bool granted = false;
+  std::string reason; ///< why not
+  MSGPACK_DEFINE_MAP(granted, reason);
+};
+
+/// peer_replicate: records a replica stores (the owner's every transition).
+struct replicate_request {
+  std::string from;
+  std::vector<job_record> records;
+  MSGPACK_DEFINE_MAP(from, records);
+};
+
+/// The holder's answer: its own copies that are newer than what was sent (the job was
+/// adopted by another owner meanwhile, in a later ownership term). A sender whose final
+/// state meets a newer copy does not commit it: the first final state committed on the
+/// holders stands.
+/// Anti-entropy (docs/cluster.md): a page of the records the answering node owns or holds
+/// that list `from` among their holders, ids after `after`, at most `limit`.
+struct digest_request {
+  std::string from;
+  std::string after; ///< job id text; "" = from the start
+  uint32_t limit = 512;
+  MSGPACK_DEFINE_MAP(from, after, limit);
+};
+
+struct digest_entry {
+  job_id id;
+  uint64_t version = 0;
+  bool final = false;  ///< the copy is in a final state (it stands over any that is not)
+  std::string owner;   ///< the copy's owner (equal versions: the lower owner id stands)
+  MSGPACK_DEFINE_MAP(id, version, final, owner);
+};
+
+struct digest_reply {
+  std::vector<digest_entry> entries; ///< ascending ids
+  bool more = false;                 ///< another page follows
+  MSGPACK_DEFINE_MAP(entries, more);
+};
+
+struct fetch_request {
+  std::string from;
+  std::vector<job_id> ids;
+  MSGPACK_DEFINE_MAP(from, ids);
+};
+
+struct replicate_reply {
+  std::vector<job_record> newer;
+  MSGPACK_DEFINE_MAP(newer);
+};
+
+struct submit_reply {
+  std::vector<job_id> ids;
+  bool duplicate = false;
+  MSGPACK_DEFINE_MAP(ids, duplicate);
+};
+
+/// A batch of `count` tasks of a built-in kind (runtime/tasks.hpp).
+struct submit_tasks_request {
+  std::string kind;
+  uint64_t count = 0;
+  uint64_t arg = 0;
+  int32_t priority = 0;
+  std::string client_key;
+  std::string user;
+  std::string host;
+  MSGPACK_DEFINE_MAP(kind, count, arg, priority, client_key, user, host);
+};
+
+struct submit_tasks_reply {
+  job_id id;
+  bool duplicate = false;
+  MSGPACK_DEFINE_MAP(id, duplicate);
+};
+
+/// Answered with a task_batch_status once every task of the batch is final and durable,
+/// or after `timeout_ms` (at most 60 s) with the progress so far; 0: at once.
+struct wait_tasks_request {
+  std::string id; ///< full id or a unique suffix of at least 6 characters
+  uint32_t timeout_ms = 0;
+  MSGPACK_DEFINE_MAP(id, timeout_ms);
+};
+
+struct task_list_reply {
+  std::vector<task_batch_status> batches;
+  MSGPACK_DEFINE_MAP(batches);
+};
+
+/// `nodes`: the cluster's members as this node sees them.
+struct nodes_reply {
+  std::string self; ///< the answering node's id
+  std::vector<member> members;
+  uint32_t agreed = 0;       ///< size of the last agreed member list
+  uint32_t agreed_alive = 0; ///< of which alive in the answering node's view
+  MSGPACK_DEFINE_MAP(self, members, agreed, agreed_alive);
+};
+
+/// peer_join: a node introduces itself to any live member and gets the member list back.
+struct peer_join_request {
+  member self;
+  MSGPACK_DEFINE_MAP(self);
+};
+
+/// peer_ping: a probe; both directions carry piggybacked membership updates.
+struct peer_ping_request {
+  std::string from;
+  std::string to; ///< the node id the sender means to reach (a restarted port is not it)
+  std::vector<member> updates;
+  MSGPACK_DEFINE_MAP(from, to, updates);
+};
+
+struct peer_ack {
+  std::string from;
+  std::vector<member> updates;
+  MSGPACK_DEFINE_MAP(from, updates);
+};
+
+/// peer_ping_req: "probe `target` for me" (an indirect probe), answered with its ack.
+struct peer_ping_req_request {
+  std::string from;
+  member target;
+  std::vector<member> updates;
+  MSGPACK_DEFINE_MAP(from, target, updates);
+};
+
+struct list_request {
+  list_request() = default;
+  list_request(std::string state, uint32_t limit) : state(std::move(state)), limit(limit) {}
+  std::string state; ///< filter; empty: all
+  uint32_t limit = 0; ///< 0: no limit (newest last)
+  bool local = false; ///< only this node's records (a peer asks; no fan-out)
+  std::string key;    ///< only the jobs of this client key (a retried submit's lookup)
+  std::string id;     ///< only the jobs whose id ends with this text (resolving a suffix)
+  MSGPACK_DEFINE_MAP(state, limit, local, key, id);
+};
+
+struct job_summary {
+  job_id id;
+  std::string name;
+  job_state state = job_state::queued;
+  int32_t attempts = 0;
+  int32_t priority = 0;
+  int32_t cpus = 0;
+  int32_t gpus = 0;
+  int64_t submitted_ms = 0;
+  int64_t updated_ms = 0;
+  int32_t exit_code = -1;
+  std::string reason;
+  std::string owner;   ///< node id of the job's owner
+  std::string ran_on;  ///< node id of the last attempt's node ("" before any)
+  uint64_t version = 0;
+  std::vector<std::string> holders; ///< node ids holding the record (the owner first)
+  /// Listed from memory: every holder of the record is down, so no answer carried it
+  /// ("unavailable (replicas down)"); it returns when a holder restarts on its data.
+  bool unavailable = false;
+  bool final = false; ///< in a final state (a final copy stands over any that is not)
+  MSGPACK_DEFINE_MAP(id, name, state, attempts, priority, cpus, gpus, submitted_ms, updated_ms,
+                     exit_code, reason, owner, ran_on, version, holders, unavailable, final);
+};
+
+struct list_reply {
+  std::vector<job_summary> jobs;
+  std::vector<std::string> unreachable; ///< members that did not answer: the list is partial
+  /// Members declared dead or gone: jobs held only by them are not shown (unless this node
+  /// listed them before: then they appear as "unavailable").
+  std::vector<std::string> dead;
+  MSGPACK_DEFINE_MAP(jobs, unreachable, dead);
+};
+
+/// show, cancel and why: a full id or a unique suffix of at least 6 characters.
+struct id_request {
+  std::string id;
+  bool local = false; ///< only this node (a peer asks; no fan-out)
+  MSGPACK_DEFINE_MAP(id, local);
+};
+
+struct show_reply {
+  job_record record;
+  std::map<std::string, double> last_metrics;
+  std::string why; ///< for a queued job
+  MSGPACK_DEFINE_MAP(record, last_metrics, why);
+};
+
+struct text_reply {
+  std::string text;
+  MSGPACK_DEFINE_MAP(text);
+};
+
+struct logs_request {
+  std::string id;
+  int32_t attempt = 0;     ///< 1-based; 0: the latest
+  std::string stream = "out"; ///< "out" or "err"
+  uint64_t offset = 0;
+  uint32_t max_bytes = 65536;
+  bool local = false;
+  MSGPACK_DEFINE_MAP(id, attempt, stream, offset, max_bytes, local);
+};
+
+struct logs_reply {
+  std::string data;
+  uint64_t offset = 0; ///< where the next request starts
+  int32_t attempt = 0;
+  int32_t attempts = 0;  ///< how many attempts the job has so far
+  bool finished = false;  ///< this attempt has ended and `data` reached the end
+  bool job_final = false; ///< the job has ended: no further attempt will come
+  MSGPACK_DEFINE_MAP(data, offset, attempt, attempts, finished, job_final);
+};
+
+struct device_row {
+  std::string name;
+  std::string kind;
+  std::string model;
+  int32_t slots = 0;
+  int32_t free_slots = 0;
+  int64_t memory_mb = 0;
+  double gflops = 0;
+  MSGPACK_DEFINE_MAP(name, kind, model, slots, free_slots, memory_mb, gflops);
+};
+
+struct status_reply {
+  std::string node;
+  uint32_t incarnation = 0;
+  std::string address;
+  int32_t pid = 0;
+  int64_t started_ms = 0;
+  std::string version;
+  bool accepting = true;
+  std::map<std::string, int64_t> jobs_by_state;
+  int32_t cpus_total = 0;
+  int32_t cpus_free = 0;
+  int32_t gpus_total = 0;
+  int32_t gpus_free = 0;
+  int64_t mem_total_mb = 0;
+  int64_t mem_free_mb = 0;
+  std::vector<device_row> devices;
+  uint64_t tasks_queued = 0;    ///< tasks waiting for a device proxy
+  uint64_t tasks_in_flight = 0; ///< chunks handed to device proxies
+  /// Sizes of the node's in-memory tables (jobs owned and held, client keys, offers, ...):
+  /// each is bounded or pruned; tests check that they shrink.
+  std::map<std::string, int64_t> sizes;
+  MSGPACK_DEFINE_MAP(node, incarnation, address, pid, started_ms, version, accepting,
+                     jobs_by_state, cpus_total, cpus_free, gpus_total, gpus_free, mem_total_mb,
+                     mem_free_mb, devices, tasks_queued, tasks_in_flight, sizes);
+};
+
+} // namespace monkey
+
+MSGPACK_ADD_ENUM(monkey::verb);

@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: Apache-2.0
+# ctest install.sdk: `cmake --install` the build into a fresh prefix, build tests/install/app
+# against it with find_package(Monkey), and run the program and the installed CLI.
+#   cmake -DBUILD=<build dir> -DSRC=<tests/install/app> -DWORK=<scratch dir> -P check.cmake
+file(REMOVE_RECURSE ${WORK})
+set(prefix ${WORK}/prefix)
+
+function(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+endfunction()
+
+run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD} --prefix ${prefix})
+foreach(f bin/monkey bin/monkey-runtime include/monkey/sdk/attempt.hpp
+          include/monkey/sdk/version.hpp share/doc/monkey/README.md
+          share/doc/monkey/architecture.md)
+  if(NOT EXISTS ${prefix}/${f})
+    message(FATAL_ERROR "the install lacks ${f}")
+  endif()
+endforeach()
+file(GLOB targets ${prefix}/lib*/cmake/Monkey/MonkeyTargets.cmake)
+if(NOT targets)
+  message(FATAL_ERROR "the install lacks lib/cmake/Monkey/MonkeyTargets.cmake")
+endif()
+file(READ ${targets} exported)
+get_filename_component(src_root ${SRC}/../../.. ABSOLUTE)
+string(FIND "${exported}" "${src_root}" at)
+if(NOT at EQUAL -1)
+  message(FATAL_ERROR "the exported targets name the source tree (${src_root}):\n${exported}")
+endif()
+
+run("configure the app" ${CMAKE_COMMAND} -S ${SRC} -B ${WORK}/app -DCMAKE_PREFIX_PATH=${prefix}
+    -DCMAKE_BUILD_TYPE=Release)
+run("build the app" ${CMAKE_COMMAND} --build ${WORK}/app)
+run("installed monkey --version" ${prefix}/bin/monkey --version)
+string(STRIP "${out}" cli_version)
+string(REPLACE "monkey " "" version "${cli_version}")
+
+set(ENV{MONKEY_JOB_ID} 01TESTJOB)
+set(ENV{MONKEY_ATTEMPT} 3)
+set(ENV{MONKEY_PARAM_LR} 0.25)
+run("the app" ${WORK}/app/monkey-app-hello)
+set(want "monkey ${version}: job 01TESTJOB attempt 3 lr 0.25")
+string(STRIP "${out}" got)
+if(NOT got STREQUAL want)
+  message(FATAL_ERROR "the app printed '${got}', not '${want}'")
+endif()
+message(STATUS "installed and built against: ${got}")

@@ -93,7 +93,7 @@ void parse_resources(const reader& r, const YAML::Node& n, job_spec& s) {
     r.fail(n, "resources", std::string("expected a mapping, got a ") + reader::kind(n));
   for (auto it = n.begin(); it != n.end(); ++it) {
     auto key = r.scalar(it->first, "resources");
-    auto& v = it->second;
+    YAML::Node v = it->second; // a handle: it->second lives only as long as the expression
     auto field = "resources." + key;
     if (key == "cpus")
       s.cpus = static_cast<int32_t>(r.integer(v, field, 1, 4096));
@@ -118,7 +118,7 @@ job_spec parse_node(const reader& r, const YAML::Node& root) {
   job_spec s;
   for (auto it = root.begin(); it != root.end(); ++it) {
     auto key = r.scalar(it->first, "spec");
-    auto& v = it->second;
+    YAML::Node v = it->second; // a handle: it->second lives only as long as the expression
     if (key == "name")
       s.name = r.scalar(v, key);
     else if (key == "command") {

@@ -100,3 +100,16 @@ TEST_CASE("dependencies need a kind and a full id", "[runtime][spec]") {
   CHECK_FALSE(parse_dependency("maybe:" + id));
   CHECK_FALSE(parse_dependency("ok:ABC"));
 }
+
+// Found by fuzzing (tests/fuzz/corpus/spec_parser/crash-command-scalar): a field's value was
+// bound by reference to yaml-cpp's iterator proxy, which dies with the expression (ASan:
+// stack-use-after-scope in YAML::Node::Type). Run under scripts/sanitize to see it fail.
+TEST_CASE("field values stay valid while a spec is read (fuzz finding)", "[runtime][spec]") {
+  auto scalar_cmd = parse_spec_text("command: echo hi\n", "fuzz");
+  REQUIRE_FALSE(scalar_cmd);
+  CHECK_THAT(scalar_cmd.error(), Catch::Contains("command: expected a list of arguments"));
+  auto ok = parse_spec_text("command: [a]\nresources: {cpus: 2, mem: 1G, tags: [x]}\n", "fuzz");
+  REQUIRE(ok);
+  CHECK(ok->cpus == 2);
+  CHECK(ok->tags == std::vector<std::string>{"x"});
+}

@@ -114,6 +114,10 @@ struct coordinator_state {
   std::unordered_map<job_id, remote_state> remote;
   /// Submits waiting for the first one with the same client key.
   std::unordered_map<std::string, std::vector<caf::response_promise>> key_in_flight;
+  /// Submissions being journaled and replicated, not yet in the book: a holder's copy of
+  /// one that comes back meanwhile (anti-entropy, an echo) is this node's own record in
+  /// flight, not a job to take over.
+  std::set<job_id> submitting;
 
   // cluster
   std::set<job_id> adopting;  ///< adoptions waiting for the other members' copies

@@ -223,8 +223,12 @@ void accept_new(coordinator_actor* self, caf::response_promise rp, submit_reques
     recs.push_back(std::move(rec));
   }
   auto wanted = replicas.size();
+  for (auto& rec : recs)
+    st.submitting.insert(rec.id);
   persist(self, recs, [=](const persist_result& res) mutable {
     auto& st = self->state;
+    for (auto& rec : recs)
+      st.submitting.erase(rec.id);
     if (res.local) {
       auto e = make_error(errc::journal_failure,
                           "the job could not be made durable: " + describe(res.local));
@@ -234,7 +238,11 @@ void accept_new(coordinator_actor* self, caf::response_promise rp, submit_reques
     submit_reply r;
     for (auto& rec : recs) {
       r.ids.push_back(rec.id);
-      st.book.own(rec);
+      // (A copy that stands over the submitted one may be here already, e.g. a holder
+      // that answered with a newer one: it is never replaced by the older.)
+      auto* mine = st.book.find(rec.id);
+      if (!mine || replica::compare(rec, *mine) > 0)
+        st.book.own(rec);
     }
     request_schedule(self);
     if (res.copies < wanted) {

@@ -307,6 +307,8 @@ record_list apply_incoming(coordinator_actor* self, const std::vector<job_record
   auto& st = self->state;
   record_list store;
   for (auto& rec : records) {
+    if (st.submitting.count(rec.id))
+      continue; // this node's own submission, still being made durable
     bool owned = st.book.owns(rec.id);
     auto* mine = st.book.find(rec.id);
     // A final state this node has (committed, or being committed) is never replaced by

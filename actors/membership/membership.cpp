@@ -86,9 +86,6 @@ envelope wrap(verb v, std::string body) {
   return envelope{static_cast<uint16_t>(v), std::move(body)};
 }
 
-bool refused(const caf::error& err) {
-  return err == caf::sec::cannot_connect_to_node;
-}
 
 /// Sends the whole table to every subscriber when it changed since the last time.
 void notify(membership_actor* self) {
@@ -257,11 +254,9 @@ void with_link(membership_actor* self, const std::string& address,
             [=](const caf::error& err) { finish(nullptr, err); });
       },
       [=](const caf::error& err) {
-        finish(nullptr, refused(err) ? make_error(errc::connection_refused, "connection refused")
-                                     : make_error(errc::unreachable,
-                                                  "cannot connect: "
-                                                    + describe_connect_error(self->system(), err,
-                                                                             address)));
+        auto why = explain_connect_error(self->system(), err, address);
+        finish(nullptr, why.refused ? make_error(errc::connection_refused, "connection refused")
+                                    : make_error(errc::unreachable, "cannot connect: " + why.text));
       });
 }
 

@@ -37,4 +37,13 @@ caf::expected<caf::actor> connect_actor(caf::actor_system& sys, const std::strin
 std::string describe_connect_error(caf::actor_system& sys, const caf::error& err,
                                    const std::string& address);
 
+/// Whether a failed connect proves that nothing listens at the address (TCP refused), and
+/// its sentence. A TLS handshake that failed (CAF 0.17 reports it like a refusal) is not.
+struct connect_failure {
+  bool refused = false;
+  std::string text;
+};
+connect_failure explain_connect_error(caf::actor_system& sys, const caf::error& err,
+                                      const std::string& address);
+
 } // namespace monkey

@@ -77,6 +77,7 @@ std::string app_identifier(const caf::actor_system_config& cfg) {
 }
 
 int tls_hygiene_installed(); // runtime/net/tls_hygiene.cpp
+std::string take_tls_failure();
 
 void apply_network_config(caf::actor_system_config& cfg, const net_settings& s) {
   cfg.load<caf::io::middleman>();
@@ -158,6 +159,13 @@ caf::expected<caf::actor> connect_actor(caf::actor_system& sys, const std::strin
 
 std::string describe_connect_error(caf::actor_system& sys, const caf::error& err,
                                    const std::string& address) {
+  return explain_connect_error(sys, err, address).text;
+}
+
+namespace {
+
+std::string connect_error_text(caf::actor_system& sys, const caf::error& err,
+                               const std::string& address) {
   if (err == caf::sec::request_timeout || err == caf::sec::connection_timeout)
     return "the node at " + address
            + " did not complete the connection in time (frozen, overloaded, or not a Monkey "
@@ -177,6 +185,25 @@ std::string describe_connect_error(caf::actor_system& sys, const caf::error& err
            + " closed the connection during the handshake: it may run with --tls (then "
              "use --tls here too) or speak another protocol version";
   return "cannot reach a node at " + address + " (" + caf::to_string(err) + ")";
+}
+
+} // namespace
+
+connect_failure explain_connect_error(caf::actor_system& sys, const caf::error& err,
+                                      const std::string& address) {
+  connect_failure f;
+  if (sys.has_openssl_manager() && err == caf::sec::cannot_connect_to_node) {
+    // CAF says only "cannot connect"; the TLS layer knows whether the handshake failed.
+    if (auto why = take_tls_failure(); !why.empty()) {
+      f.text = "the TLS handshake with " + address + " failed (" + why
+               + "): its certificate is not signed by our CA (or ours not by its CA), or it "
+                 "does not speak TLS";
+      return f;
+    }
+  }
+  f.refused = err == caf::sec::cannot_connect_to_node;
+  f.text = connect_error_text(sys, err, address);
+  return f;
 }
 
 status check_network_config(const caf::actor_system_config& cfg) {

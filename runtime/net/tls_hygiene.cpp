@@ -22,7 +22,10 @@
 // a handshake whose peer answers goes on at once.
 
 #include <dlfcn.h>
+#include <mutex>
 #include <poll.h>
+#include <string>
+#include <utility>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -42,6 +45,26 @@ int pace_handshake(SSL* ssl, int ret) {
       ::poll(&p, 1, 10);
   }
   return ret;
+}
+
+std::mutex failure_mtx;
+std::string failure; ///< why the last outgoing TLS handshake of this process failed
+
+/// A handshake this process started failed for good: remember why (CAF 0.17 only says
+/// "cannot connect"), for describe_connect_error.
+void note_failure(SSL* ssl, int ret) {
+  if (ret == 1 || SSL_get_error(ssl, ret) != SSL_ERROR_SSL)
+    return;
+  std::string why;
+  auto verify = SSL_get_verify_result(ssl);
+  if (verify != X509_V_OK)
+    why = X509_verify_cert_error_string(verify);
+  else if (auto* r = ERR_reason_error_string(ERR_peek_error()))
+    why = r;
+  else
+    why = "handshake failure";
+  std::lock_guard<std::mutex> g{failure_mtx};
+  failure = why;
 }
 
 } // namespace
@@ -69,12 +92,20 @@ int SSL_accept(SSL* ssl) {
 int SSL_connect(SSL* ssl) {
   static auto f = real<int (*)(SSL*)>("SSL_connect");
   ERR_clear_error();
-  return pace_handshake(ssl, f(ssl));
+  auto ret = f(ssl);
+  note_failure(ssl, ret);
+  return pace_handshake(ssl, ret);
 }
 
 } // extern "C"
 
 namespace monkey {
+
+/// Why the last TLS handshake this process started failed ("" if none since the last call).
+std::string take_tls_failure() {
+  std::lock_guard<std::mutex> g{failure_mtx};
+  return std::exchange(failure, std::string{});
+}
 
 /// Referenced by apply_network_config so that the linker keeps this object (and with it
 /// the wrappers) in every binary.

@@ -53,33 +53,13 @@ void ask_dependencies(coordinator_actor* self, const std::vector<job_id>& ids) {
   }
   if (ask.empty())
     return;
-  auto others = st.view.others_alive();
-  auto found = std::make_shared<std::map<job_id, job_record>>();
-  auto answered = std::make_shared<size_t>(0);
-  fan_out(
-    self, st.membership, others, verb::peer_fetch, encode(fetch_request{st.self_node(), ask}),
-    peer_timeout::fetch,
-    [=](const peer_answer& a) {
-      if (!a)
-        return;
-      auto r = decode<replicate_request>(*a.body, "fetch");
-      if (!r)
-        return;
-      *answered += 1;
-      for (auto& rec : r->records) {
-        auto it = found->find(rec.id);
-        if (it == found->end() || replica::stands_over(rec, it->second))
-          (*found)[rec.id] = rec;
-      }
-    },
-    [=] {
+  fetch_best(self, ask, [=](std::map<job_id, job_record> found, bool all) {
       auto& st = self->state;
-      bool all = *answered == others.size();
       auto now = now_ms();
       for (auto& id : ask) {
         auto& r = st.remote[id];
         r.asking = false;
-        if (auto it = found->find(id); it != found->end()) {
+        if (auto it = found.find(id); it != found.end()) {
           r.exists = true;
           r.state = it->second.state;
           r.learned_ms = now;

@@ -219,30 +219,10 @@ void sync_done(coordinator_actor* self) {
 
 } // namespace
 
-void try_sync(coordinator_actor* self) {
+void fetch_best(coordinator_actor* self, const std::vector<job_id>& ids,
+                std::function<void(std::map<job_id, job_record>, bool)> then) {
   auto& st = self->state;
-  if (st.synced || st.sync_in_flight)
-    return;
-  if (st.book.unsynced().empty())
-    return sync_done(self);
-  std::vector<job_id> ids;
-  for (auto& [id, rec] : st.book.unsynced()) {
-    ids.push_back(id);
-    if (ids.size() >= 4096)
-      break;
-  }
   auto others = st.view.others_alive();
-  if (others.empty() || !st.membership) {
-    // Alone: nobody can have moved its jobs on while it sees a majority (a single-node
-    // cluster, or the others gone for good); wait a little for joiners first.
-    if (now_ms() >= st.sync_deadline_ms && st.view.majority()) {
-      for (auto& id : ids)
-        finish_sync(self, id, nullptr);
-      sync_done(self);
-    }
-    return;
-  }
-  st.sync_in_flight = true;
   auto best = std::make_shared<std::map<job_id, job_record>>();
   auto answered = std::make_shared<size_t>(0);
   fan_out(
@@ -261,21 +241,46 @@ void try_sync(coordinator_actor* self) {
           (*best)[rec.id] = rec;
       }
     },
-    [=] {
+    [=] { then(std::move(*best), *answered == others.size()); });
+}
+
+void try_sync(coordinator_actor* self) {
+  auto& st = self->state;
+  if (st.synced || st.sync_in_flight)
+    return;
+  if (st.book.unsynced().empty())
+    return sync_done(self);
+  std::vector<job_id> ids;
+  for (auto& [id, rec] : st.book.unsynced()) {
+    ids.push_back(id);
+    if (ids.size() >= 4096)
+      break;
+  }
+  if (st.view.others_alive().empty() || !st.membership) {
+    // Alone: nobody can have moved its jobs on while it sees a majority (a single-node
+    // cluster, or the others gone for good); wait a little for joiners first.
+    if (now_ms() >= st.sync_deadline_ms && st.view.majority()) {
+      for (auto& id : ids)
+        finish_sync(self, id, nullptr);
+      sync_done(self);
+    }
+    return;
+  }
+  st.sync_in_flight = true;
+  fetch_best(self, ids, [=](std::map<job_id, job_record> best, bool all) {
       auto& st = self->state;
       st.sync_in_flight = false;
-      bool all = *answered == others.size();
       size_t waiting = 0;
       for (auto& id : ids) {
-        auto it = best->find(id);
+        auto it = best.find(id);
         auto* mine = st.book.find(id);
         if (!mine)
           continue;
-        if (it != best->end() && replica::stands_over(it->second, *mine))
+        if (it != best.end() && replica::stands_over(it->second, *mine))
           finish_sync(self, id, &it->second);
         else if (!all)
           ++waiting;
-        else if (it == best->end() && mine->version == 1 && !mine->client_key.empty())
+        else if (it == best.end() && mine->version == 1 && !mine->client_key.empty())
           finish_sync_of_submission(self, id); // nobody else has it: a lost acknowledgement?
         else
           finish_sync(self, id, nullptr);

@@ -233,6 +233,10 @@ void jobs_with_key(coordinator_actor* self, const std::string& key,
 void recover(coordinator_actor* self, record_list& recs);
 void on_members(coordinator_actor* self);
 void try_sync(coordinator_actor* self);
+/// Asks every other alive member for its copies of `ids`; `then` gets the copy that stands
+/// for each id any member had, and whether every member answered.
+void fetch_best(coordinator_actor* self, const std::vector<job_id>& ids,
+                std::function<void(std::map<job_id, job_record>, bool)> then);
 void on_replicate(coordinator_actor* self, caf::response_promise rp, replicate_request req);
 void on_fetch(coordinator_actor* self, caf::response_promise rp, const fetch_request& req);
 void on_digest(coordinator_actor* self, caf::response_promise rp, const digest_request& req);

@@ -49,6 +49,58 @@ std::string lost_cause(const coordinator_state& st, const job_record& rec) {
          + " of the runtime stopped while attempt " + std::to_string(at.number) + " ran";
 }
 
+/// The coordinator restarted inside a process that still runs the attempt: its worker is
+/// started again to adopt the process (docs/supervision.md).
+void readopt(coordinator_actor* self, job_record rec) {
+  auto& st = self->state;
+  auto& at = rec.attempts.back();
+  st.attempt_seq = std::max(st.attempt_seq, at.id.seq);
+  run_info run;
+  run.attempt = at.number;
+  run.use = need_of(rec.spec);
+  run.end_ms = rec.spec.timeout_s > 0
+                 ? at.started_ms + static_cast<int64_t>(rec.spec.timeout_s * 1000)
+                 : no_end;
+  run.gpus.assign(at.gpus.begin(), at.gpus.end());
+  for (int g : run.gpus)
+    st.free_gpus.erase(g);
+  st.running[rec.id] = run;
+  auto args = worker_args_for(st, rec, at);
+  args.adopt = true;
+  args.adopt_pid = at.pid;
+  args.pgid = at.pgid;
+  args.cgroup_dir = at.cgroup;
+  auto id = rec.id;
+  st.book.own(std::move(rec));
+  spawn_worker_for(self, id, args);
+}
+
+/// With cgroups, whatever an earlier incarnation left in this node's cgroups dies too,
+/// journaled or not (a crash between spawn and its commit leaves no pid behind); returns
+/// the processes killed.
+size_t kill_cgroup_leftovers(const coordinator_state& st) {
+  size_t killed = 0;
+  if (st.cfg.cgroup_base.empty())
+    return killed;
+  std::set<std::string> keep;
+  for (auto& [id, run] : st.running)
+    if (auto* rec = st.book.owned(id))
+      keep.insert(rec->attempts.back().cgroup);
+  auto dir = st.cfg.cgroup_base + "/monkey-" + st.cfg.node.str();
+  if (auto* d = ::opendir(dir.c_str())) {
+    while (auto* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name == "." || name == ".." || e->d_type != DT_DIR)
+        continue;
+      auto path = dir + "/" + name;
+      if (!keep.count(path))
+        killed += static_cast<size_t>(kill_leftovers(path, 0, 0));
+    }
+    ::closedir(d);
+  }
+  return killed;
+}
+
 } // namespace
 
 void recover(coordinator_actor* self, record_list& recs) {
@@ -61,73 +113,31 @@ void recover(coordinator_actor* self, record_list& recs) {
       st.book.hold(std::move(rec), false);
       continue;
     }
-    bool same_process = rec.state == job_state::running && !rec.attempts.empty()
-                        && rec.attempts.back().id.node == st.cfg.node
+    bool ran = rec.state == job_state::running && !rec.attempts.empty();
+    bool same_process = ran && rec.attempts.back().id.node == st.cfg.node
                         && rec.attempts.back().id.incarnation == st.cfg.incarnation;
-    if (!same_process && needs_sync(st, rec)) {
-      if (rec.state == job_state::running && !rec.attempts.empty()) {
-        auto& at = rec.attempts.back();
-        killed += static_cast<size_t>(kill_leftovers(at.cgroup, at.pgid, at.start_ticks));
-      }
+    if (same_process) {
+      readopt(self, std::move(rec)); // this process still runs it: the coordinator restarted
+      ++readopted;
+      continue;
+    }
+    if (ran) // an earlier incarnation ran it: whatever is left of it dies before any re-run
+      killed += static_cast<size_t>(kill_leftovers(rec.attempts.back().cgroup,
+                                                   rec.attempts.back().pgid,
+                                                   rec.attempts.back().start_ticks));
+    if (needs_sync(st, rec)) {
       ++unsynced;
       st.book.park(std::move(rec));
       continue;
     }
-    if (rec.state == job_state::running && !rec.attempts.empty()) {
-      auto& at = rec.attempts.back();
-      if (same_process) {
-        // This process still runs it: the coordinator itself was restarted. Re-adopt.
-        st.attempt_seq = std::max(st.attempt_seq, at.id.seq);
-        run_info run;
-        run.attempt = at.number;
-        run.use = need_of(rec.spec);
-        run.end_ms = rec.spec.timeout_s > 0
-                       ? at.started_ms + static_cast<int64_t>(rec.spec.timeout_s * 1000)
-                       : no_end;
-        run.gpus.assign(at.gpus.begin(), at.gpus.end());
-        for (int g : run.gpus)
-          st.free_gpus.erase(g);
-        st.running[rec.id] = run;
-        auto args = worker_args_for(st, rec, at);
-        args.adopt = true;
-        args.adopt_pid = at.pid;
-        args.pgid = at.pgid;
-        args.cgroup_dir = at.cgroup;
-        auto id = rec.id;
-        st.book.own(std::move(rec));
-        spawn_worker_for(self, id, args);
-        ++readopted;
-        continue;
-      }
-      // An earlier incarnation ran it: whatever is left of it dies before any re-run.
-      killed += static_cast<size_t>(kill_leftovers(at.cgroup, at.pgid, at.start_ticks));
+    if (ran) {
       mark_lost(rec, lost_cause(st, rec), now_ms());
       ++lost;
       changed.push_back(rec);
     }
     st.book.own(std::move(rec));
   }
-  // With cgroups, whatever an earlier incarnation left in this node's cgroups dies too,
-  // journaled or not (a crash between spawn and its commit leaves no pid behind).
-  if (!st.cfg.cgroup_base.empty()) {
-    std::set<std::string> keep;
-    for (auto& [id, run] : st.running)
-      if (auto* rec = st.book.owned(id))
-        keep.insert(rec->attempts.back().cgroup);
-    auto dir = st.cfg.cgroup_base + "/monkey-" + st.cfg.node.str();
-    if (auto* d = ::opendir(dir.c_str())) {
-      while (auto* e = ::readdir(d)) {
-        std::string name = e->d_name;
-        if (name == "." || name == ".." || e->d_type != DT_DIR)
-          continue;
-        auto path = dir + "/" + name;
-        if (keep.count(path))
-          continue;
-        killed += static_cast<size_t>(kill_leftovers(path, 0, 0));
-      }
-      ::closedir(d);
-    }
-  }
+  killed += kill_cgroup_leftovers(st);
   st.log->info("recovered {} jobs from the journal: {} lost attempts requeued or ended, {} "
                "leftover processes killed, {} running attempts re-adopted; {} replicas of "
                "other owners' jobs; {} jobs wait to hear from the cluster",

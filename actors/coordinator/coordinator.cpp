@@ -118,6 +118,7 @@ void on_tick(coordinator_actor* self) {
     on_members(self);
   }
   retry_finals(self);
+  check_copy_waits(self);
   release_held(self);
   if (!st.shutdown_waiters.empty())
     maybe_finish_shutdown(self);

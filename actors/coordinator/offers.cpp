@@ -331,10 +331,13 @@ void hand_over_copies(coordinator_actor* self) {
         stay.push_back(h);
     // One new holder beyond the ones that stay (which may be dead and not yet known).
     auto want = holders_for(rec.id.str(), stay, {}, others, stay.size() + 1, {st.self_node()});
-    for (auto& n : want)
-      if (std::find(rec.replicas.begin(), rec.replicas.end(), n) == rec.replicas.end())
-        by_node[n].push_back(rec);
+    auto before = rec.replicas;
+    // The copy names its new holder: it is a holder there (it may adopt the job when the
+    // holders that stay turn out to be dead).
     rec.replicas = want;
+    for (auto& n : want)
+      if (std::find(before.begin(), before.end(), n) == before.end())
+        by_node[n].push_back(rec);
     return rec;
   };
   for (auto& [id, rec] : st.book.owned_all())

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,6 +28,7 @@
 #include "actors/coordinator/job_book.hpp"
 #include "actors/coordinator/replica_rules.hpp"
 #include "actors/messages.hpp"
+
 #include "actors/worker.hpp"
 #include "runtime/wire/atoms.hpp"
 #include "runtime/wire/envelope.hpp"
@@ -69,7 +71,23 @@ struct persist_result {
   caf::error local;
   size_t copies = 0;
   std::vector<job_record> better;
+  std::map<job_id, std::set<std::string>> confirmed; ///< per record: holders that stored it
 };
+
+/// Owned records whose acknowledgement waits for every holder's copy: a holder that did
+/// not confirm is asked again, and one declared dead meanwhile is replaced by a live member,
+/// until `deadline_ms` (failure detection plus a retry; docs/cluster.md, "Submit").
+struct copies_wait {
+  std::vector<job_id> ids;
+  std::map<job_id, std::set<std::string>> confirmed;
+  int64_t deadline_ms = 0;
+  bool in_flight = false;
+  int64_t next_try_ms = 0;
+  std::function<void(size_t copies, size_t wanted)> done;
+};
+
+/// How long a submission's copies are awaited after the first round of replication.
+constexpr int64_t copies_settle_ms = 6000;
 
 /// How the commit of a final state ended.
 enum class final_outcome { committed, superseded, failed };
@@ -118,6 +136,7 @@ struct coordinator_state {
   /// one that comes back meanwhile (anti-entropy, an echo) is this node's own record in
   /// flight, not a job to take over.
   std::set<job_id> submitting;
+  std::list<copies_wait> copy_waits; ///< acknowledgements waiting for holders' copies
 
   // cluster
   std::set<job_id> adopting;  ///< adoptions waiting for the other members' copies
@@ -177,6 +196,15 @@ void replicate(coordinator_actor* self, const record_list& recs,
 /// Journals `recs` here, then replicates them; applies copies that stand over them.
 void persist(coordinator_actor* self, record_list recs,
              std::function<void(const persist_result&)> then = nullptr);
+/// Calls `done(copies, wanted)` once every holder of the owned records `ids` has stored
+/// them (`confirmed`: the holders known to have), or at the deadline with the fewest copies
+/// any of them has: holders that did not confirm are asked again, and holders declared dead
+/// are replaced by live members (so `wanted` is min(R, alive) at the end).
+void await_copies(coordinator_actor* self, std::vector<job_id> ids,
+                  std::map<job_id, std::set<std::string>> confirmed,
+                  std::function<void(size_t copies, size_t wanted)> done);
+/// One round of every wait for copies (from the tick).
+void check_copy_waits(coordinator_actor* self);
 /// Commits the final state the owned record `id` is in: its holders store it first, every
 /// one of them (a holder that does not answer is asked again; one declared dead is replaced
 /// after every alive member was asked), then the local journal. A holder with a copy that

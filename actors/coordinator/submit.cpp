@@ -55,9 +55,13 @@ void answer_duplicate(coordinator_actor* self, caf::response_promise rp,
   if (owned.empty())
     return rp.deliver(reply(r));
   replicate(self, owned, [=](persist_result res) mutable {
-    if (res.copies < wanted)
-      return rp.deliver(under_replicated(ids, res.copies, wanted));
-    rp.deliver(reply(r));
+    if (res.copies >= wanted)
+      return rp.deliver(reply(r));
+    await_copies(self, ids, std::move(res.confirmed), [=](size_t copies, size_t want) mutable {
+      if (copies < want)
+        return rp.deliver(under_replicated(ids, copies, want));
+      rp.deliver(reply(r));
+    });
   });
 }
 
@@ -175,36 +179,12 @@ void accept_submit(coordinator_actor* self, caf::response_promise rp, submit_req
 
 namespace {
 
-void accept_new(coordinator_actor* self, caf::response_promise rp, submit_request req) {
-  auto& st = self->state;
-  auto key = req.client_key;
-  auto refuse = [&](caf::error e) {
-    settle_key(st, key, e);
-    rp.deliver(std::move(e));
-  };
+/// The records of a new submission (one per array index) owned by this node.
+record_list new_records(coordinator_state& st, const submit_request& req,
+                        const std::vector<std::string>& replicas) {
   std::vector<int32_t> indices{-1};
   if (!req.spec.array.empty())
     indices = *expand_array(req.spec.array);
-  if (st.book.queue().size() + indices.size() > st.cfg.max_queued)
-    return refuse(make_error(errc::busy, "the node's queue is full ("
-                                           + std::to_string(st.book.queue().size())
-                                           + " queued jobs, --max-queued "
-                                           + std::to_string(st.cfg.max_queued)
-                                           + "): try again later"));
-  if (!req.spec.has_seed) {
-    random_bytes(&req.spec.seed, sizeof(req.spec.seed));
-    req.spec.seed &= 0x7FFFFFFFFFFFFFFFull;
-    req.spec.has_seed = true;
-  }
-  // Holders: this node first, then the other alive members by rendezvous rank of the key.
-  auto replicas = holders_for(key.empty() ? job_id::generate().str() : key, {st.self_node()}, {},
-                              st.view.alive_nodes(), st.cfg.replicas);
-  if (replicas.size() < st.cfg.min_replicas)
-    return refuse(make_error(
-      errc::refused, "only " + std::to_string(replicas.size())
-                       + " members are alive to hold the job, fewer than --min-replicas "
-                       + std::to_string(st.cfg.min_replicas)
-                       + ": the submission is refused so that no accepted job can be lost"));
   record_list recs;
   auto now = now_ms();
   for (auto idx : indices) {
@@ -217,11 +197,47 @@ void accept_new(coordinator_actor* self, caf::response_promise rp, submit_reques
     rec.owner = st.cfg.node;
     rec.submit_seq = st.book.next_seq();
     rec.submitted_ms = now;
-    rec.client_key = key;
+    rec.client_key = req.client_key;
     rec.replicas = replicas;
     touch(rec, job_state::queued, "submitted", now);
     recs.push_back(std::move(rec));
   }
+  return recs;
+}
+
+/// Why this node cannot accept `count` more jobs now (none when it can).
+caf::error cannot_accept(const coordinator_state& st, size_t count, size_t holders) {
+  if (st.book.queue().size() + count > st.cfg.max_queued)
+    return make_error(errc::busy, "the node's queue is full ("
+                                    + std::to_string(st.book.queue().size())
+                                    + " queued jobs, --max-queued "
+                                    + std::to_string(st.cfg.max_queued) + "): try again later");
+  if (holders < st.cfg.min_replicas)
+    return make_error(
+      errc::refused, "only " + std::to_string(holders)
+                       + " members are alive to hold the job, fewer than --min-replicas "
+                       + std::to_string(st.cfg.min_replicas)
+                       + ": the submission is refused so that no accepted job can be lost");
+  return {};
+}
+
+void accept_new(coordinator_actor* self, caf::response_promise rp, submit_request req) {
+  auto& st = self->state;
+  auto key = req.client_key;
+  if (!req.spec.has_seed) {
+    random_bytes(&req.spec.seed, sizeof(req.spec.seed));
+    req.spec.seed &= 0x7FFFFFFFFFFFFFFFull;
+    req.spec.has_seed = true;
+  }
+  // Holders: this node first, then the other alive members by rendezvous rank of the key.
+  auto replicas = holders_for(key.empty() ? job_id::generate().str() : key, {st.self_node()}, {},
+                              st.view.alive_nodes(), st.cfg.replicas);
+  auto count = req.spec.array.empty() ? size_t{1} : expand_array(req.spec.array)->size();
+  if (auto e = cannot_accept(st, count, replicas.size())) {
+    settle_key(st, key, e);
+    return rp.deliver(std::move(e));
+  }
+  auto recs = new_records(st, req, replicas);
   auto wanted = replicas.size();
   for (auto& rec : recs)
     st.submitting.insert(rec.id);
@@ -245,16 +261,23 @@ void accept_new(coordinator_actor* self, caf::response_promise rp, submit_reques
         st.book.own(rec);
     }
     request_schedule(self);
-    if (res.copies < wanted) {
+    auto acknowledge = [=](size_t copies, size_t want) mutable {
       // Journaled here, but not on every holder: say so rather than acknowledge a promise
       // that does not hold. Re-replication and anti-entropy go on bringing the copies.
-      auto e = under_replicated(r.ids, res.copies, wanted);
-      settle_key(st, key, e);
-      return rp.deliver(e);
-    }
-    auto body = reply(r);
-    settle_key(st, key, body);
-    rp.deliver(body);
+      if (copies < want) {
+        auto e = under_replicated(r.ids, copies, want);
+        settle_key(self->state, key, e);
+        return rp.deliver(e);
+      }
+      auto body = reply(r);
+      settle_key(self->state, key, body);
+      rp.deliver(body);
+    };
+    if (res.copies >= wanted)
+      return acknowledge(res.copies, wanted);
+    // A holder did not confirm (it may have died or frozen since it was chosen): it is
+    // asked again, and replaced once declared dead, until failure detection plus a retry.
+    await_copies(self, r.ids, res.confirmed, acknowledge);
   });
 }
 

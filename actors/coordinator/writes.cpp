@@ -21,24 +21,37 @@ void write_local(coordinator_actor* self, record_list recs,
           });
 }
 
-void replicate(coordinator_actor* self, const record_list& recs,
-               std::function<void(persist_result)> done) {
+void apply_better(coordinator_actor* self, const std::vector<job_record>& better);
+
+namespace {
+
+/// Sends `recs` to their holders that are alive, other than this node and those in `skip`
+/// (per record: holders known to have it); `done` gets the holders that stored each record.
+void send_copies(coordinator_actor* self, const record_list& recs,
+                 const std::map<job_id, std::set<std::string>>& skip,
+                 std::chrono::milliseconds timeout, std::function<void(persist_result)> done) {
   auto& st = self->state;
   std::map<std::string, record_list> by_node;
-  for (auto& r : recs)
+  for (auto& r : recs) {
+    auto sk = skip.find(r.id);
     for (auto& n : r.replicas)
-      if (n != st.self_node() && st.view.alive(n))
+      if (n != st.self_node() && st.view.alive(n) && (sk == skip.end() || !sk->second.count(n)))
         by_node[n].push_back(r);
-  auto copies = std::make_shared<std::map<job_id, size_t>>();
-  for (auto& r : recs)
-    (*copies)[r.id] = 1;
+  }
   auto result = std::make_shared<persist_result>();
   auto finish = [=] {
-    result->copies = SIZE_MAX;
-    for (auto& [id, n] : *copies)
+    // The fewest copies of any record: this node's, those known before, those stored now.
+    result->copies = recs.empty() ? 1 : SIZE_MAX;
+    for (auto& r : recs) {
+      std::set<std::string> have = result->confirmed[r.id];
+      if (auto sk = skip.find(r.id); sk != skip.end())
+        have.insert(sk->second.begin(), sk->second.end());
+      size_t n = 1;
+      for (auto& h : r.replicas)
+        if (h != self->state.self_node() && have.count(h))
+          ++n;
       result->copies = std::min(result->copies, n);
-    if (copies->empty())
-      result->copies = 1;
+    }
     done(std::move(*result));
   };
   if (by_node.empty() || !st.membership)
@@ -50,8 +63,7 @@ void replicate(coordinator_actor* self, const record_list& recs,
     for (auto& r : list)
       ids->push_back(r.id);
     auto target = node;
-    ask_node(self, st.membership, node, verb::peer_replicate, encode(req),
-             peer_timeout::replicate)
+    ask_node(self, st.membership, node, verb::peer_replicate, encode(req), timeout)
       .then(
         [=](const std::string& body) {
           std::set<job_id> not_stored;
@@ -62,7 +74,7 @@ void replicate(coordinator_actor* self, const record_list& recs,
             }
           for (auto& id : *ids)
             if (!not_stored.count(id))
-              (*copies)[id] += 1;
+              result->confirmed[id].insert(target);
           if (--*pending == 0)
             finish();
         },
@@ -72,6 +84,133 @@ void replicate(coordinator_actor* self, const record_list& recs,
           if (--*pending == 0)
             finish();
         });
+  }
+}
+
+} // namespace
+
+void replicate(coordinator_actor* self, const record_list& recs,
+               std::function<void(persist_result)> done) {
+  send_copies(self, recs, {}, peer_timeout::replicate, std::move(done));
+}
+
+void await_copies(coordinator_actor* self, std::vector<job_id> ids,
+                  std::map<job_id, std::set<std::string>> confirmed,
+                  std::function<void(size_t copies, size_t wanted)> done) {
+  copies_wait w;
+  w.ids = std::move(ids);
+  w.confirmed = std::move(confirmed);
+  w.deadline_ms = now_ms() + copies_settle_ms;
+  w.done = std::move(done);
+  self->state.copy_waits.push_back(std::move(w));
+  check_copy_waits(self);
+}
+
+namespace {
+
+/// Where a wait for copies stands: the fewest copies of its records, the holders wanted,
+/// and the records some holder has not confirmed yet.
+struct copies_count {
+  size_t copies = SIZE_MAX;
+  size_t wanted = 1;
+  record_list missing;
+};
+
+/// Replaces the holders of the wait's records that are declared dead (or gone), as a
+/// membership change would, when this node may move records (a majority, synced); returns
+/// the records it changed (to journal).
+record_list replace_gone_holders(coordinator_state& st, const copies_wait& w) {
+  record_list moved;
+  if (!st.view.majority() || !st.synced)
+    return moved;
+  for (auto& id : w.ids) {
+    auto* rec = st.book.owned(id);
+    if (!rec || st.finals.count(id))
+      continue; // not this node's any more (its new owner answers), or a commit moves it
+    auto want = refreshed_holders(st, *rec);
+    if (want == rec->replicas)
+      continue;
+    auto r = *rec;
+    r.replicas = std::move(want);
+    if (!is_final(r.state))
+      r.version += 1;
+    st.book.own(r);
+    moved.push_back(std::move(r));
+  }
+  return moved;
+}
+
+copies_count count_copies(coordinator_state& st, const copies_wait& w) {
+  copies_count c;
+  for (auto& id : w.ids) {
+    auto* rec = st.book.owned(id);
+    if (!rec)
+      continue;
+    auto have = w.confirmed.find(id);
+    size_t n = 1;
+    bool lacks = false;
+    for (auto& h : rec->replicas)
+      if (h != st.self_node()) {
+        if (have != w.confirmed.end() && have->second.count(h))
+          ++n;
+        else
+          lacks = true;
+      }
+    c.copies = std::min(c.copies, n);
+    c.wanted = std::max(c.wanted, rec->replicas.size());
+    if (lacks)
+      c.missing.push_back(*rec);
+  }
+  if (c.copies == SIZE_MAX)
+    c.copies = c.wanted;
+  return c;
+}
+
+/// Asks the holders of `missing` that have not confirmed yet (a suspect one is skipped
+/// until it is declared alive or dead), after journaling the records whose holders moved.
+void ask_holders_again(coordinator_actor* self, std::list<copies_wait>::iterator w,
+                       record_list missing, record_list moved, int64_t now) {
+  w->in_flight = true;
+  w->next_try_ms = now + 500;
+  auto timeout = std::chrono::milliseconds(
+    std::clamp<int64_t>(w->deadline_ms - now + 500, 500,
+                        std::chrono::milliseconds(peer_timeout::replicate).count()));
+  auto send = [=] {
+    send_copies(self, missing, w->confirmed, timeout, [=](persist_result r) {
+      apply_better(self, r.better);
+      for (auto& [id, nodes] : r.confirmed)
+        w->confirmed[id].insert(nodes.begin(), nodes.end());
+      w->in_flight = false; // (a wait is erased only when not in flight)
+    });
+  };
+  if (moved.empty())
+    send();
+  else
+    write_local(self, std::move(moved), [=](const caf::error&) { send(); });
+}
+
+} // namespace
+
+void check_copy_waits(coordinator_actor* self) {
+  auto& st = self->state;
+  auto now = now_ms();
+  for (auto it = st.copy_waits.begin(); it != st.copy_waits.end();) {
+    if (it->in_flight || now < it->next_try_ms) {
+      ++it;
+      continue;
+    }
+    auto moved = replace_gone_holders(st, *it);
+    auto c = count_copies(st, *it);
+    if (c.missing.empty() || now >= it->deadline_ms) {
+      if (!moved.empty())
+        persist(self, std::move(moved)); // its new holders still get it, unanswered
+      auto done = std::move(it->done);
+      it = st.copy_waits.erase(it);
+      done(c.copies, c.wanted);
+      continue;
+    }
+    ask_holders_again(self, it, std::move(c.missing), std::move(moved), now);
+    ++it;
   }
 }
 
@@ -174,6 +313,86 @@ void replace_dead_holders(coordinator_actor* self, const job_id& id,
     });
 }
 
+/// The holders of a final state have answered (or not): commit it here, void it (a copy
+/// stands over it), replace dead holders, or ask again later.
+void decide_final(coordinator_actor* self, const job_id& id, const job_record& snapshot,
+                  const std::map<std::string, replica::holder_answer>& answers,
+                  const std::optional<job_record>& better) {
+  auto& st = self->state;
+  auto it = st.finals.find(id);
+  if (it == st.finals.end())
+    return; // voided meanwhile (fenced, or given up)
+  auto verdict = replica::decide_final(snapshot, st.self_node(), answers);
+  if (verdict.kind == replica::final_verdict::superseded) {
+    st.log->warn("job {}: a holder has a copy that stands over its final state ({}): "
+                 "that owner's history stands and the outcome here is void",
+                 id.short_str(), better ? better->owner.str() : "?");
+    settle_final(self, id, final_outcome::superseded);
+    if (better)
+      give_up(self, *better, "a holder's copy stands over its final state");
+    return;
+  }
+  if (verdict.kind == replica::final_verdict::wait) {
+    std::vector<std::string> dead;
+    for (auto& h : verdict.missing) {
+      auto s = st.view.state_of(h);
+      if (s == member_state::dead || s == member_state::left)
+        dead.push_back(h);
+    }
+    if (!dead.empty() && dead.size() == verdict.missing.size() && st.view.majority())
+      return replace_dead_holders(self, id, dead);
+    auto& p = it->second;
+    p.in_flight = false;
+    auto backoff = std::min<int64_t>(5000, 250LL << std::min(p.tries, 5));
+    p.next_try_ms = now_ms() + backoff;
+    if (p.tries == 1 || p.tries % 10 == 0)
+      st.log->warn("job {}: its final state waits for holders that did not answer ({} "
+                   "missing, try {}); asking again in {} ms",
+                   id.short_str(), verdict.missing.size(), p.tries, backoff);
+    return;
+  }
+  write_local(self, {snapshot}, [=](const caf::error& err) {
+    auto& st = self->state;
+    auto it = st.finals.find(id);
+    if (it == st.finals.end())
+      return;
+    if (!err)
+      return settle_final(self, id, final_outcome::committed);
+    // The holders have it; this node's journal failed: answer the waiters with the error,
+    // and write it again later.
+    auto then = std::move(it->second.then);
+    it->second.then.clear();
+    it->second.in_flight = false;
+    it->second.next_try_ms = now_ms() + 1000;
+    for (auto& f : then)
+      if (f)
+        f(final_outcome::failed);
+  });
+}
+
+/// Asks holder `h` to store the final `snapshot`; `answer` gets how it answered.
+void ask_to_store(coordinator_actor* self, const std::string& h, const job_record& snapshot,
+                  std::function<void(replica::holder_answer, std::optional<job_record>)> answer) {
+  auto& st = self->state;
+  auto s = st.view.state_of(h);
+  if (!st.membership || s == member_state::dead || s == member_state::left)
+    return answer(replica::holder_answer::no_answer, std::nullopt);
+  auto id = snapshot.id;
+  ask_node(self, st.membership, h, verb::peer_replicate,
+           encode(replicate_request{st.self_node(), {snapshot}}), peer_timeout::replicate)
+    .then(
+      [=](const std::string& body) {
+        auto r = decode<replicate_reply>(body, "replicate");
+        if (!r)
+          return answer(replica::holder_answer::no_answer, std::nullopt);
+        for (auto& n : r->newer)
+          if (n.id == id)
+            return answer(replica::holder_answer::had_better, n);
+        answer(replica::holder_answer::stored, std::nullopt);
+      },
+      [=](const caf::error&) { answer(replica::holder_answer::no_answer, std::nullopt); });
+}
+
 void try_final(coordinator_actor* self, const job_id& id) {
   auto& st = self->state;
   auto it = st.finals.find(id);
@@ -190,93 +409,19 @@ void try_final(coordinator_actor* self, const job_id& id) {
   for (auto& h : snapshot.replicas)
     if (h != st.self_node())
       holders.push_back(h);
+  if (holders.empty())
+    return decide_final(self, id, snapshot, {}, std::nullopt);
   auto answers = std::make_shared<std::map<std::string, replica::holder_answer>>();
   auto better = std::make_shared<std::optional<job_record>>();
-  auto decide = [=] {
-    auto& st = self->state;
-    auto it = st.finals.find(id);
-    if (it == st.finals.end())
-      return; // voided meanwhile (fenced, or given up)
-    auto verdict = replica::decide_final(snapshot, st.self_node(), *answers);
-    if (verdict.kind == replica::final_verdict::superseded) {
-      st.log->warn("job {}: a holder has a copy that stands over its final state ({}): "
-                   "that owner's history stands and the outcome here is void",
-                   id.short_str(), *better ? (*better)->owner.str() : "?");
-      auto b = *better;
-      settle_final(self, id, final_outcome::superseded);
-      if (b)
-        give_up(self, *b, "a holder's copy stands over its final state");
-      return;
-    }
-    if (verdict.kind == replica::final_verdict::wait) {
-      std::vector<std::string> dead;
-      for (auto& h : verdict.missing) {
-        auto s = st.view.state_of(h);
-        if (s == member_state::dead || s == member_state::left)
-          dead.push_back(h);
-      }
-      if (!dead.empty() && dead.size() == verdict.missing.size() && st.view.majority())
-        return replace_dead_holders(self, id, dead);
-      auto& p = it->second;
-      p.in_flight = false;
-      auto backoff = std::min<int64_t>(5000, 250LL << std::min(p.tries, 5));
-      p.next_try_ms = now_ms() + backoff;
-      if (p.tries == 1 || p.tries % 10 == 0)
-        st.log->warn("job {}: its final state waits for holders that did not answer ({} "
-                     "missing, try {}); asking again in {} ms",
-                     id.short_str(), verdict.missing.size(), p.tries, backoff);
-      return;
-    }
-    write_local(self, {snapshot}, [=](const caf::error& err) {
-      auto& st = self->state;
-      auto it = st.finals.find(id);
-      if (it == st.finals.end())
-        return;
-      if (err) {
-        // The holders have it; this node's journal failed: answer the waiters with the
-        // error, and write it again later.
-        auto then = std::move(it->second.then);
-        it->second.then.clear();
-        it->second.in_flight = false;
-        it->second.next_try_ms = now_ms() + 1000;
-        for (auto& f : then)
-          if (f)
-            f(final_outcome::failed);
-        return;
-      }
-      settle_final(self, id, final_outcome::committed);
-    });
-  };
-  if (holders.empty())
-    return decide();
   auto pending = std::make_shared<size_t>(holders.size());
-  for (auto& h : holders) {
-    auto answer = [=](replica::holder_answer a) {
+  for (auto& h : holders)
+    ask_to_store(self, h, snapshot, [=](replica::holder_answer a, std::optional<job_record> b) {
       (*answers)[h] = a;
+      if (b)
+        *better = std::move(b);
       if (--*pending == 0)
-        decide();
-    };
-    auto s = st.view.state_of(h);
-    if (!st.membership || s == member_state::dead || s == member_state::left) {
-      answer(replica::holder_answer::no_answer);
-      continue;
-    }
-    ask_node(self, st.membership, h, verb::peer_replicate,
-             encode(replicate_request{st.self_node(), {snapshot}}), peer_timeout::replicate)
-      .then(
-        [=](const std::string& body) {
-          auto r = decode<replicate_reply>(body, "replicate");
-          if (!r)
-            return answer(replica::holder_answer::no_answer);
-          for (auto& n : r->newer)
-            if (n.id == id) {
-              *better = n;
-              return answer(replica::holder_answer::had_better);
-            }
-          answer(replica::holder_answer::stored);
-        },
-        [=](const caf::error&) { answer(replica::holder_answer::no_answer); });
-  }
+        decide_final(self, id, snapshot, *answers, *better);
+    });
 }
 
 } // namespace
@@ -341,10 +486,16 @@ record_list apply_incoming(coordinator_actor* self, const std::vector<job_record
         if (!owned && mine && replica::compare(*mine, rec) == 0 && confirmed)
           st.book.confirm(rec.id);
         break;
-      case replica::incoming_action::store_replica:
+      case replica::incoming_action::store_replica: {
         st.book.hold(rec, confirmed);
         store.push_back(rec);
+        // A copy of a job whose owner is gone (e.g. handed over by a draining holder after
+        // the owner's death was handled here): the adoption check runs again soon.
+        auto os = st.view.state_of(rec.owner.str());
+        if (!is_final(rec.state) && (os == member_state::dead || os == member_state::left))
+          st.recheck_members = true;
         break;
+      }
       case replica::incoming_action::take_ownership: {
         auto r = rec;
         auto run = st.running.find(r.id);

@@ -256,6 +256,7 @@ def pid_alive(pid):
 
 
 _results = []
+_reporting = []
 
 
 def _report():
@@ -272,7 +273,8 @@ def run(*tests):
     """Runs every scenario with a fresh cluster, each even after another failed, and prints
     a ctest-friendly verdict per scenario ("PASS name" / "FAIL name: why", with the node
     logs) and a summary line; the process exits 1 when any failed."""
-    if not _results:
+    if not _reporting:
+        _reporting.append(True)
         atexit.register(_report)
     only = set(a for a in sys.argv[1:] if not a.startswith("-"))
     for test in tests:

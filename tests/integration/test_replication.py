@@ -10,7 +10,7 @@ import signal
 import subprocess
 import time
 
-from harness import RUNTIME, check, final_versions, run, wait_until
+from harness import MONKEY, RUNTIME, check, final_versions, run, wait_until
 
 FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 
@@ -299,6 +299,33 @@ def own_jobs_always_listed(c):
     c.monkey("down", timeout=120)
 
 
+def holder_killed_before_submit(c):
+    """A submission whose chosen holder was just killed (not yet declared dead) is
+    acknowledged once a live member holds its copy instead, within failure detection plus a
+    retry: never answered "under-replicated" while enough members live to hold it."""
+    nodes = up(c, 3)
+    entry, victim = nodes[0], nodes[2]
+    victim_id = json.loads(c.monkey("status", "--json", "--address",
+                                    victim["address"]).stdout)["node"]
+    os.kill(victim["pid"], signal.SIGKILL)
+    started = time.monotonic()
+    procs = [subprocess.Popen([MONKEY, "submit", "--address", entry["address"],
+                               "--name", f"k{i}", "--", "true"], env=c.env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(8)]
+    ids = []
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        check(p.returncode == 0, f"the submit is acknowledged: rc {p.returncode}: {err.strip()}")
+        ids.append(out.strip().splitlines()[-1])
+    print(f"  8 submits right after a kill -9 acknowledged in {time.monotonic() - started:.1f} s")
+    js = wait_until(lambda: all_final(c, entry["address"], 8), 60, "the 8 jobs to finish")
+    for j in js:
+        check(j["state"] == "succeeded", f"the job ran: {j}")
+        check(len(j["holders"]) == 2 and victim_id not in j["holders"],
+              f"two live holders, not the killed one: {j['holders']}")
+    c.monkey("down", timeout=120)
+
+
 if __name__ == "__main__":
     run(spread_and_list)
     run(owner_kill9)
@@ -306,3 +333,4 @@ if __name__ == "__main__":
     run(replicas_down)
     run(placement_by_reservation)
     run(own_jobs_always_listed)
+    run(holder_killed_before_submit)

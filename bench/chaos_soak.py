@@ -89,14 +89,19 @@ class Soak:
     def alive(self):
         return [n for n, s in self.state.items() if s == "up"]
 
-    def jobs(self, name):
+    def jobs(self, name, with_warning=False):
+        """The rows `jobs --json` on NAME lists (None: no answer); with_warning: also what it
+        said on stderr (a partial list names the members that did not answer)."""
         r = self.monkey(name, "jobs", "--json")
-        if r is None or r.returncode != 0:
-            return None
-        try:
-            return json.loads(r.stdout)
-        except ValueError:
-            return None
+        rows = None
+        if r is not None and r.returncode == 0:
+            try:
+                rows = json.loads(r.stdout)
+            except ValueError:
+                pass
+        if with_warning:
+            return rows, (r.stderr.strip() if r is not None else "timed out")
+        return rows
 
     def close(self):
         for name, p in self.procs.items():
@@ -233,17 +238,29 @@ def run_once(args, run_seed, log):
             stuck = [(j, by.get(j, {}).get("state"), by.get(j, {}).get("reason"))
                      for j in acked if j not in by or by[j]["state"] not in FINALS]
             anomalies.append(f"{len(stuck)} jobs not final after {args.settle}s: {stuck[:3]}")
-        # Every survivor lists every acknowledged job (or names it unavailable).
+        # Every survivor lists every acknowledged job (or names it unavailable). A node just
+        # back from a pause may still be syncing or reconnecting: it gets a minute to give a
+        # complete list. A list that misses jobs without saying it is partial is an anomaly
+        # at once; one still partial after the minute is one too.
         for name in alive:
-            js = s.jobs(name)
+            deadline = time.time() + 60
+            while True:
+                js, warning = s.jobs(name, with_warning=True)
+                ids = {j["id"] for j in js or []}
+                missing = [j for j in acked if j not in ids]
+                silent = js is not None and missing and "partial" not in warning
+                if (js is not None and not missing) or silent or time.time() > deadline:
+                    break
+                time.sleep(1)
             if js is None:
-                anomalies.append(f"{name} did not answer `jobs`")
-                continue
-            ids = {j["id"] for j in js}
-            missing = [j for j in acked if j not in ids]
-            if missing:
-                anomalies.append(f"{name} does not list {len(missing)} acknowledged jobs: "
-                                 f"{missing[:3]}")
+                anomalies.append(f"{name} did not answer `jobs` within a minute: {warning}")
+            elif missing:
+                anomalies.append(f"{name} does not list {len(missing)} acknowledged jobs "
+                                 f"({'silently' if silent else warning}): {missing[:3]}")
+        # A job listed as unavailable names the holders that are down.
+        for j in (listed or {}).values():
+            if j["id"] in acked and j["state"] == "unavailable" and not j.get("holders"):
+                anomalies.append(f"unavailable job {j['id']} names no holder: {j}")
         # Two final states in any journal's history.
         finals = {}
         for _, node, (job, version, reason) in journal_rows(

@@ -520,6 +520,55 @@ void on_digest(coordinator_actor* self, caf::response_promise rp, const digest_r
   rp.deliver(reply(digest_page(all_copies(self->state), req.from, req.after, req.limit)));
 }
 
+namespace {
+
+/// Sends `peer` this node's copies of `ids` (they stand over the peer's); copies it answers
+/// with (newer still) are applied here.
+size_t push_copies(coordinator_actor* self, const std::string& peer,
+                   const std::vector<job_id>& ids) {
+  auto& st = self->state;
+  replicate_request push{st.self_node(), {}};
+  for (auto& id : ids)
+    if (auto* rec = st.book.find(id))
+      push.records.push_back(*rec);
+  if (push.records.empty())
+    return 0;
+  ask_node(self, st.membership, peer, verb::peer_replicate, encode(push),
+           peer_timeout::replicate)
+    .then(
+      [=](const std::string& body) {
+        if (auto rr = decode<replicate_reply>(body, "replicate"))
+          apply_better(self, rr->newer);
+      },
+      [](const caf::error&) {});
+  return push.records.size();
+}
+
+/// Fetches `peer`'s copies of `ids` (they stand over this node's) and applies them; `done`
+/// gets how many were taken.
+void fetch_copies(coordinator_actor* self, const std::string& peer, std::vector<job_id> ids,
+                  std::function<void(size_t)> done) {
+  auto& st = self->state;
+  if (ids.empty())
+    return done(0);
+  ask_node(self, st.membership, peer, verb::peer_fetch,
+           encode(fetch_request{st.self_node(), std::move(ids)}), peer_timeout::fetch)
+    .then(
+      [=](const std::string& body) {
+        auto recs = decode<replicate_request>(body, "fetch");
+        if (!recs)
+          return done(0);
+        auto store = apply_incoming(self, recs->records, nullptr);
+        auto taken = store.size();
+        if (!store.empty())
+          write_local(self, std::move(store), [](const caf::error&) {});
+        done(taken);
+      },
+      [=](const caf::error&) { done(0); });
+}
+
+} // namespace
+
 void anti_entropy_step(coordinator_actor* self) {
   auto& st = self->state;
   if (!st.view.majority() || !st.synced || !st.membership || !st.accepting)
@@ -554,40 +603,8 @@ void anti_entropy_step(coordinator_actor* self) {
               h && replica::compare(stamp_of(e), replica::stamp_of(h->rec)) == 0)
             st.book.confirm(e.id);
         auto diff = diff_page(*r, [&](const job_id& id) { return st.book.find(id); });
-        replicate_request push{st.self_node(), {}};
-        for (auto& id : diff.push)
-          if (auto* rec = st.book.find(id))
-            push.records.push_back(*rec);
-        auto sent = push.records.size();
-        if (sent > 0)
-          ask_node(self, st.membership, peer, verb::peer_replicate, encode(push),
-                   peer_timeout::replicate)
-            .then(
-              [=](const std::string& body) {
-                if (auto rr = decode<replicate_reply>(body, "replicate"))
-                  if (!rr->newer.empty()) {
-                    auto store = apply_incoming(self, rr->newer, nullptr);
-                    if (!store.empty())
-                      write_local(self, std::move(store), [](const caf::error&) {});
-                  }
-              },
-              [](const caf::error&) {});
-        if (diff.fetch.empty())
-          return done(0, sent);
-        ask_node(self, st.membership, peer, verb::peer_fetch,
-                 encode(fetch_request{st.self_node(), diff.fetch}), peer_timeout::fetch)
-          .then(
-            [=](const std::string& body) {
-              auto recs = decode<replicate_request>(body, "fetch");
-              if (!recs)
-                return done(0, sent);
-              auto store = apply_incoming(self, recs->records, nullptr);
-              auto taken = store.size();
-              if (!store.empty())
-                write_local(self, std::move(store), [](const caf::error&) {});
-              done(taken, sent);
-            },
-            [=](const caf::error&) { done(0, sent); });
+        auto sent = push_copies(self, peer, diff.push);
+        fetch_copies(self, peer, std::move(diff.fetch), [=](size_t taken) { done(taken, sent); });
       },
       [=](const caf::error&) { done(0, 0); });
 }

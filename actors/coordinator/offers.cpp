@@ -176,6 +176,60 @@ void withdraw_unanswered(coordinator_actor* self) {
   }
 }
 
+namespace {
+
+/// The member to offer queued job `rec` to: the first by rendezvous rank of those alive
+/// with room for it that have not refused it yet ("" when every one has: a new round later).
+std::string offer_target(coordinator_state& st, const job_record& rec) {
+  auto need = need_of(rec.spec);
+  std::vector<std::string> fit;
+  for (auto& m : st.view.members())
+    if (m.node != st.self_node() && m.state == member_state::alive && m.cpus >= need.cpus
+        && m.gpus >= need.gpus)
+      fit.push_back(m.node);
+  auto& refused = st.refused_by[rec.id];
+  for (auto& n : rendezvous_rank(rec.id.str(), fit))
+    if (!refused.count(n))
+      return n;
+  refused.clear();
+  return {};
+}
+
+/// Asks `target` to reserve room for `rec` (granted: the target owns the job now).
+void send_offer(coordinator_actor* self, const job_record& rec, const std::string& target) {
+  auto& st = self->state;
+  auto id = rec.id;
+  st.offered[id] = offer{target, false, 0};
+  ask_node(self, st.membership, target, verb::peer_reserve,
+           encode(replicate_request{st.self_node(), {rec}}), peer_timeout::reserve)
+    .then(
+      [=](const std::string& body) {
+        auto& st = self->state;
+        auto r = decode<reserve_reply>(body, "reserve");
+        st.offered.erase(id);
+        if (r && r->granted) {
+          st.refused_by.erase(id);
+          st.log->info("job {} placed on {} by reservation", id.short_str(), target);
+          return; // its record (owner: the target) arrives by replication
+        }
+        SPDLOG_LOGGER_DEBUG(st.log, "job {}: {} refused: {}", id.short_str(), target,
+                            r ? r->reason : r.error());
+        st.refused_by[id].insert(target);
+        request_schedule(self); // it may start here after all
+      },
+      [=](const caf::error& err) {
+        // Unanswered: the target may still take the job. Nothing starts or offers it here
+        // until the request is withdrawn (withdraw_unanswered).
+        auto& st = self->state;
+        st.log->warn("reservation request for job {} to {}: {}; withdrawing it",
+                     id.short_str(), target, describe(err));
+        if (auto it = st.offered.find(id); it != st.offered.end())
+          it->second.unanswered = true;
+      });
+}
+
+} // namespace
+
 void offer_queued(coordinator_actor* self) {
   auto& st = self->state;
   auto now = now_ms();
@@ -200,51 +254,11 @@ void offer_queued(coordinator_actor* self) {
         || now - rec->updated_ms < offer_after_ms
         || std::find(plan.start.begin(), plan.start.end(), id) != plan.start.end())
       continue;
-    auto need = need_of(rec->spec);
-    std::vector<std::string> fit;
-    for (auto& m : st.view.members())
-      if (m.node != st.self_node() && m.state == member_state::alive && m.cpus >= need.cpus
-          && m.gpus >= need.gpus)
-        fit.push_back(m.node);
-    auto& refused = st.refused_by[id];
-    std::string target;
-    for (auto& n : rendezvous_rank(id.str(), fit))
-      if (!refused.count(n)) {
-        target = n;
-        break;
-      }
-    if (target.empty()) {
-      refused.clear(); // every candidate said no: a new round later
+    auto target = offer_target(st, *rec);
+    if (target.empty())
       continue;
-    }
-    st.offered[id] = offer{target, false, 0};
     ++sent;
-    replicate_request req{st.self_node(), {*rec}};
-    ask_node(self, st.membership, target, verb::peer_reserve, encode(req), peer_timeout::reserve)
-      .then(
-        [=](const std::string& body) {
-          auto& st = self->state;
-          auto r = decode<reserve_reply>(body, "reserve");
-          st.offered.erase(id);
-          if (r && r->granted) {
-            st.refused_by.erase(id);
-            st.log->info("job {} placed on {} by reservation", id.short_str(), target);
-            return; // its record (owner: the target) arrives by replication
-          }
-          SPDLOG_LOGGER_DEBUG(st.log, "job {}: {} refused: {}", id.short_str(), target,
-                              r ? r->reason : r.error());
-          st.refused_by[id].insert(target);
-          request_schedule(self); // it may start here after all
-        },
-        [=](const caf::error& err) {
-          // Unanswered: the target may still take the job. Nothing starts or offers it here
-          // until the request is withdrawn (withdraw_unanswered).
-          auto& st = self->state;
-          st.log->warn("reservation request for job {} to {}: {}; withdrawing it",
-                       id.short_str(), target, describe(err));
-          if (auto it = st.offered.find(id); it != st.offered.end())
-            it->second.unanswered = true;
-        });
+    send_offer(self, *rec, target);
   }
 }
 

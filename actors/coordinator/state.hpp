@@ -193,6 +193,9 @@ void write_local(coordinator_actor* self, record_list recs,
 /// record now has (this node's counted as one) and the copies that stood over what was sent.
 void replicate(coordinator_actor* self, const record_list& recs,
                std::function<void(persist_result)> done);
+/// Copies that holders answered with (they stand over what this node sent): applied like
+/// any copy from another node, and journaled.
+void apply_better(coordinator_actor* self, const std::vector<job_record>& better);
 /// Journals `recs` here, then replicates them; applies copies that stand over them.
 void persist(coordinator_actor* self, record_list recs,
              std::function<void(const persist_result&)> then = nullptr);

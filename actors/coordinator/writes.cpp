@@ -114,6 +114,7 @@ struct copies_count {
   size_t copies = SIZE_MAX;
   size_t wanted = 1;
   record_list missing;
+  bool unsendable = false; ///< a record lacks copies that this node may not send any more
 };
 
 /// Replaces the holders of the wait's records that are declared dead (or gone), as a
@@ -143,9 +144,14 @@ record_list replace_gone_holders(coordinator_state& st, const copies_wait& w) {
 copies_count count_copies(coordinator_state& st, const copies_wait& w) {
   copies_count c;
   for (auto& id : w.ids) {
-    auto* rec = st.book.owned(id);
-    if (!rec)
+    // A record this node no longer owns (fenced, or given up to a copy that stands over
+    // it) is counted as it was last seen here, and not sent again by this node.
+    auto* rec = st.book.find(id);
+    if (!rec) {
+      c.copies = 1;
       continue;
+    }
+    bool mine = st.book.owns(id);
     auto have = w.confirmed.find(id);
     size_t n = 1;
     bool lacks = false;
@@ -158,8 +164,10 @@ copies_count count_copies(coordinator_state& st, const copies_wait& w) {
       }
     c.copies = std::min(c.copies, n);
     c.wanted = std::max(c.wanted, rec->replicas.size());
-    if (lacks)
+    if (lacks && mine)
       c.missing.push_back(*rec);
+    else if (lacks)
+      c.unsendable = true;
   }
   if (c.copies == SIZE_MAX)
     c.copies = c.wanted;
@@ -201,12 +209,17 @@ void check_copy_waits(coordinator_actor* self) {
     }
     auto moved = replace_gone_holders(st, *it);
     auto c = count_copies(st, *it);
-    if (c.missing.empty() || now >= it->deadline_ms) {
+    if ((c.missing.empty() && !c.unsendable) || now >= it->deadline_ms) {
       if (!moved.empty())
         persist(self, std::move(moved)); // its new holders still get it, unanswered
       auto done = std::move(it->done);
       it = st.copy_waits.erase(it);
       done(c.copies, c.wanted);
+      continue;
+    }
+    if (c.missing.empty()) { // only records this node may not send: the deadline answers
+      it->next_try_ms = now + 500;
+      ++it;
       continue;
     }
     ask_holders_again(self, it, std::move(c.missing), std::move(moved), now);

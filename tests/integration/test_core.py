@@ -12,7 +12,7 @@ import signal
 import subprocess
 import time
 
-from harness import (MONKEY, check, key_for, run, wait_until)
+from harness import (MONKEY, check, final_versions, key_for, run, wait_until)
 
 FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 
@@ -280,6 +280,41 @@ def logs_rotate_and_retention(c):
     check(sizes["client_keys"] == 0, f"the client key went with the job: {sizes}")
 
 
+def final_while_holder_frozen(c):
+    """The owner ends a job while its other holder is frozen, then dies (kill -9) before the
+    holder is back: the final state is not committed with the owner's copy alone (a live
+    member takes the frozen holder's place first), so the job keeps exactly one final state
+    and no survivor runs it again."""
+    nodes = up(c, 3)
+    ids = [n["id"] for n in nodes]
+    a, b, third = nodes
+    key = key_for(ids, ids[0], ids[1])  # owner a, second holder b
+    jid = c.monkey("submit", "--address", a["address"], "--key", key, "--", "sleep", "1"
+                   ).stdout.strip().splitlines()[-1]
+    show = lambda n: json.loads(c.monkey("show", jid, "--json", "--address", n["address"],
+                                         timeout=30).stdout)
+    wait_until(lambda: show(a)["state"] == "running", 30, "the job to run")
+    os.kill(b["pid"], signal.SIGSTOP)
+    try:
+        done = wait_until(lambda: (lambda s: s if s["state"] in FINALS else None)(show(a)), 60,
+                          "the owner to commit the job's end")
+        os.kill(a["pid"], signal.SIGKILL)
+        print(f"  the owner committed {done['state']} with holders {done['replicas']}; killed")
+    finally:
+        os.kill(b["pid"], signal.SIGCONT)
+    # The survivors settle: the job is final on both, with one final state in every journal.
+    for n in (b, third):
+        s = wait_until(lambda: (lambda s: s if s["state"] in FINALS else None)(show(n)), 60,
+                       f"the job final through {n['name']}")
+        check(s["state"] == "succeeded" and len(s["attempts"]) == 1,
+              f"one attempt, succeeded, through {n['name']}: {s['state']} {s['attempts']}")
+    time.sleep(3)  # whatever a survivor would (wrongly) run again has had time to start
+    finals = final_versions([n["data_dir"] for n in nodes])
+    check(len(finals.get(jid, set())) == 1,
+          f"exactly one final state in every journal's history: {finals.get(jid)}")
+    down(c)
+
+
 if __name__ == "__main__":
     import sys
     only = [globals()[n] for n in sys.argv[1:]]
@@ -288,4 +323,4 @@ if __name__ == "__main__":
         sys.exit(0)
     run(journal_failure_answered, under_replicated_ack, key_dedup_owner_killed,
         dependencies_across_owners, gateway_killed, gateway_killed_tls, frozen_first_node,
-        frozen_first_node_tls, logs_rotate_and_retention)
+        frozen_first_node_tls, logs_rotate_and_retention, final_while_holder_frozen)

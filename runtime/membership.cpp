@@ -255,6 +255,14 @@ std::vector<std::string> cluster_view::others_alive() const {
   return out;
 }
 
+std::vector<std::string> cluster_view::others_up() const {
+  std::vector<std::string> out;
+  for (auto& m : members_)
+    if (m.node != self_ && (m.state == member_state::alive || m.state == member_state::suspect))
+      out.push_back(m.node);
+  return out;
+}
+
 std::vector<std::string> cluster_view::in_state(member_state state) const {
   std::vector<std::string> out;
   for (auto& m : members_)

@@ -128,6 +128,10 @@ public:
   std::vector<std::string> alive_nodes() const;
   /// The other alive members.
   std::vector<std::string> others_alive() const;
+  /// The other members that are alive or suspect. A suspect one may hold copies that no
+  /// one else has: a decision that needs every copy (a sync, an adoption) asks it too and
+  /// waits for its answer or its death verdict.
+  std::vector<std::string> others_up() const;
   /// Members (other than this node) in `state`.
   std::vector<std::string> in_state(member_state state) const;
   /// "this node cannot see a majority of the cluster (2 of 5 members alive in its view)..."

@@ -385,12 +385,17 @@ size_t fence_jobs(coordinator_actor* self, const std::string& why) {
   for (auto& id : runs)
     killed += void_attempt(self, id, "fenced: " + why);
   st.on_hold.clear(); // outcomes of attempts that may have been adopted elsewhere: void
-  // Final states not yet stored by every holder are void too: the record goes back to what
-  // it was before, and the sync decides.
+  // Final states not yet stored by every holder: the attempt's outcome is known, and a
+  // holder may have stored it already (a final copy stands over every unfinished one), so it
+  // is kept, not voided, and the sync decides: it is committed unless another final state
+  // stands in the cluster (an adopter's), which this node then takes.
   auto finals = std::move(st.finals);
   st.finals.clear();
   for (auto& [id, p] : finals) {
-    st.book.park(p.before);
+    if (auto* rec = st.book.owned(id); rec && is_final(rec->state))
+      st.book.park(*rec);
+    else
+      st.book.park(p.before);
     for (auto& f : p.then)
       if (f)
         f(final_outcome::superseded);

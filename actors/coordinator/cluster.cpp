@@ -163,7 +163,7 @@ void finish_sync(coordinator_actor* self, const job_id& id, const job_record* be
   if (!parked)
     return;
   auto rec = std::move(*parked);
-  if (best && replica::stands_over(*best, rec)) {
+  if (best && replica::sync_takes(*best, rec)) {
     if (best->owner != st.cfg.node) { // adopted, granted or handed over elsewhere
       st.log->info("job {} moved on while this node was away (owner {}, {}): holding it as a "
                    "replica",
@@ -232,7 +232,7 @@ void sync_done(coordinator_actor* self) {
 void fetch_best(coordinator_actor* self, const std::vector<job_id>& ids,
                 std::function<void(std::map<job_id, job_record>, bool)> then) {
   auto& st = self->state;
-  auto others = st.view.others_alive();
+  auto others = st.view.others_up();
   auto best = std::make_shared<std::map<job_id, job_record>>();
   auto answered = std::make_shared<size_t>(0);
   fan_out(
@@ -266,7 +266,7 @@ void try_sync(coordinator_actor* self) {
     if (ids.size() >= 4096)
       break;
   }
-  if (st.view.others_alive().empty() || !st.membership) {
+  if (st.view.others_up().empty() || !st.membership) {
     // Alone: nobody can have moved its jobs on while it sees a majority (a single-node
     // cluster, or the others gone for good); wait a little for joiners first.
     if (now_ms() >= st.sync_deadline_ms && st.view.majority()) {
@@ -286,7 +286,7 @@ void try_sync(coordinator_actor* self) {
         auto* mine = st.book.find(id);
         if (!mine)
           continue;
-        if (it != best.end() && replica::stands_over(it->second, *mine))
+        if (it != best.end() && replica::sync_takes(it->second, *mine))
           finish_sync(self, id, &it->second);
         else if (!all)
           ++waiting;
@@ -340,7 +340,7 @@ void adopt_checked(coordinator_actor* self, const job_id& id, const std::string&
   if (!h)
     return;
   st.adopting.insert(id);
-  auto others = st.view.others_alive();
+  auto others = st.view.others_up();
   auto copies = std::make_shared<std::vector<job_record>>();
   auto answered = std::make_shared<size_t>(0);
   fan_out(

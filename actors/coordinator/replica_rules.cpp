@@ -81,6 +81,11 @@ const job_record* best_copy(const std::vector<job_record>& copies) {
   return best;
 }
 
+bool sync_takes(const job_record& best, const job_record& mine) {
+  return stands_over(best, mine)
+         || (is_final(best.state) && is_final(mine.state) && compare(best, mine) != 0);
+}
+
 adoption decide_adoption(const job_record& best, const std::string& self, bool all_answered,
                          bool best_confirmed,
                          const std::function<member_state(const std::string&)>& state_of) {

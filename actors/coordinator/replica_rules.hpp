@@ -91,6 +91,12 @@ struct final_verdict {
 final_verdict decide_final(const job_record& rec, const std::string& self,
                            const std::map<std::string, holder_answer>& answers);
 
+/// Whether the sync of a node back from a restart or a fence takes the cluster's `best`
+/// copy instead of its own parked copy `mine`: when it stands over it, or when both are
+/// final states that differ (this node's was kept through a fence but never committed: a
+/// final state committed elsewhere stands, and no second one is committed).
+bool sync_takes(const job_record& best, const job_record& mine);
+
 /// The copy that stands among `copies` (null when empty).
 const job_record* best_copy(const std::vector<job_record>& copies);
 

@@ -161,3 +161,37 @@ TEST_CASE("adoption reads every member's copy and trusts no unconfirmed one",
   CHECK(best_copy(copies)->state == job_state::succeeded);
   CHECK(best_copy({}) == nullptr);
 }
+
+TEST_CASE("a node back from a fence keeps its known outcome unless another final stands",
+          "[coordinator][replica]") {
+  // Found by the chaos soak (seed 7009): the owner ended attempt 1 (exit 0), a holder stored
+  // the final state, and the owner was declared dead before every holder had answered. The
+  // fence used to put the record back to "running" and the sync, not reaching that holder,
+  // ran the job again: a second final state. The final state is now kept through the fence.
+  struct row {
+    const char* race;
+    job_record best, mine;
+    bool takes;
+  };
+  auto mine_final = copy(A, 0, 4, job_state::succeeded, {A.str(), B.str()}, "attempt 1: exit 0");
+  std::vector<row> rows{
+    {"nobody has anything newer than this node's kept final state",
+     copy(A, 0, 3, job_state::running), mine_final, false},
+    {"a holder has this very final state", mine_final, mine_final, false},
+    {"an adopter runs attempt 2 in a later term: the known final state still stands",
+     copy(B, 1, 2, job_state::running), mine_final, false},
+    {"an adopter committed its own final state: it stands, none is committed twice",
+     copy(B, 1, 3, job_state::succeeded, {B.str(), C.str()}, "attempt 2: exit 0"), mine_final,
+     true},
+    {"a restarted node's running record meets a holder's final state of its own attempt",
+     mine_final, copy(A, 0, 3, job_state::running), true},
+    {"a restarted node's running record meets an adopter's running copy",
+     copy(B, 1, 2, job_state::running), copy(A, 0, 3, job_state::running), true},
+    {"a stale replica does not replace the parked record",
+     copy(A, 0, 1, job_state::queued), copy(A, 0, 3, job_state::running), false},
+  };
+  for (auto& r : rows) {
+    INFO(r.race);
+    CHECK(sync_takes(r.best, r.mine) == r.takes);
+  }
+}

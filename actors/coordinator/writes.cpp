@@ -278,7 +278,7 @@ void try_final(coordinator_actor* self, const job_id& id);
 void replace_dead_holders(coordinator_actor* self, const job_id& id,
                           std::vector<std::string> dead) {
   auto& st = self->state;
-  auto others = st.view.others_alive();
+  auto others = st.view.others_up();
   auto answered = std::make_shared<size_t>(0);
   auto better = std::make_shared<std::optional<job_record>>();
   fan_out(

@@ -315,6 +315,52 @@ def final_while_holder_frozen(c):
     down(c)
 
 
+def final_kept_through_fence(c):
+    """The chaos soak's two final states (seed 7009), made deterministic with a slow journal:
+    the owner a ends attempt 1 and sends its final state to holder b, whose journal is slow
+    (1.5 s); a freezes before b answers, then b freezes while its write is pending; the third
+    node alone is a minority. a is resumed (declared dead: fenced) and syncs while b is down.
+    The known outcome must be kept and committed, not voided and run again: once b is back
+    (its journal then holds attempt 1's final state), every journal has one final state."""
+    c2 = dict(c.env, MONKEY_FAULTS="journal_delay=1500ms")
+    c.start("a", "--cpus", "2")
+    join = c.nodes["a"]["address"]
+    c.start("b", "--cpus", "2", "--join", join, env=c2)
+    c.start("c", "--cpus", "2", "--join", join)
+    names = ("a", "b", "c")
+    ids = {n: json.loads(c.monkey("status", "--json", "--address", c.nodes[n]["address"]).stdout)["node"]
+           for n in names}
+    wait_until(lambda: sum(m["state"] == "alive" for m in json.loads(
+        c.monkey("nodes", "--json", "--address", join).stdout)) == 3, 30, "3 members alive")
+    key = key_for([ids[n] for n in names], ids["a"], ids["b"])
+    flag = os.path.join(c.home, "ended")
+    jid = c.monkey("submit", "--address", join, "--key", key, "--", "sh", "-c",
+                   f"sleep 2; echo x >> {flag}", timeout=60).stdout.strip().splitlines()[-1]
+    wait_until(lambda: os.path.exists(flag), 30, "attempt 1 to end")
+    pa, pb = c.nodes["a"]["proc"].pid, c.nodes["b"]["proc"].pid
+    os.kill(pa, signal.SIGSTOP)  # a sent the final state; b's answer is 1.5 s away
+    time.sleep(0.7)
+    os.kill(pb, signal.SIGSTOP)  # b is inside its slow write of that final state
+    try:
+        time.sleep(5)            # c declares both dead (and, alone, is a minority)
+        os.kill(pa, signal.SIGCONT)
+        show = lambda: json.loads(c.monkey("show", jid, "--json", "--address", join,
+                                           timeout=30).stdout)
+        s = wait_until(lambda: (lambda s: s if s["state"] in FINALS else None)(show()), 60,
+                       "a to settle the job after its fence")
+    finally:
+        os.kill(pb, signal.SIGCONT)
+    time.sleep(8)  # b is back: its pending write lands, it is fenced and syncs
+    finals = final_versions([c.nodes[n]["data"] for n in names])
+    check(len(finals.get(jid, set())) == 1,
+          f"exactly one final state in every journal's history: {finals.get(jid)}")
+    check(s["state"] == "succeeded" and len(s["attempts"]) == 1,
+          f"the known outcome of attempt 1 stands, nothing ran again: {s['state']} "
+          f"{[(a['number'], a.get('cause')) for a in s['attempts']]}")
+    runs = open(flag).read().count("x")
+    check(runs == 1, f"the command ran once: {runs}")
+
+
 if __name__ == "__main__":
     import sys
     only = [globals()[n] for n in sys.argv[1:]]
@@ -323,4 +369,5 @@ if __name__ == "__main__":
         sys.exit(0)
     run(journal_failure_answered, under_replicated_ack, key_dedup_owner_killed,
         dependencies_across_owners, gateway_killed, gateway_killed_tls, frozen_first_node,
-        frozen_first_node_tls, logs_rotate_and_retention, final_while_holder_frozen)
+        frozen_first_node_tls, logs_rotate_and_retention, final_while_holder_frozen,
+        final_kept_through_fence)

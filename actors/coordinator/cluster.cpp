@@ -400,25 +400,33 @@ void adopt_checked(coordinator_actor* self, const job_id& id, const std::string&
 }
 
 /// A final record whose owner is gone: the successor among its alive holders restores its
-/// copies (every job with a live holder keeps min(R, alive) copies).
+/// copies (every job with a live holder keeps min(R, alive) copies). A node with a copy that
+/// does not name it, whose named holders are all gone, acts as a holder too.
 void keep_custody(coordinator_actor* self, std::vector<job_record> finals) {
   auto& st = self->state;
   std::map<std::string, record_list> by_node;
+  record_list changed;
   for (auto& rec : finals) {
     std::vector<std::string> alive;
     for (auto& h : rec.replicas)
       if (st.view.alive(h))
         alive.push_back(h);
+    if (alive.empty())
+      alive.push_back(st.self_node());
     auto want = std::min(st.cfg.replicas, st.view.alive_nodes().size());
     if (alive.size() >= want || successor(rec.id.str(), alive) != st.self_node())
       continue;
-    auto holders = holders_for(rec.id.str(), alive, {}, st.view.alive_nodes(), st.cfg.replicas);
-    for (auto& n : holders)
-      if (std::find(rec.replicas.begin(), rec.replicas.end(), n) == rec.replicas.end())
+    auto before = rec.replicas;
+    // The copies name their new holders (a holder that is not named would not act for it).
+    rec.replicas = holders_for(rec.id.str(), alive, {}, st.view.alive_nodes(), st.cfg.replicas);
+    for (auto& n : rec.replicas)
+      if (n != st.self_node() && std::find(before.begin(), before.end(), n) == before.end())
         by_node[n].push_back(rec);
-    rec.replicas = holders;
     st.book.hold(rec);
+    changed.push_back(rec);
   }
+  if (!changed.empty())
+    write_local(self, std::move(changed), [](const caf::error&) {});
   for (auto& [node, list] : by_node)
     for (size_t i = 0; i < list.size(); i += 512) {
       record_list page(list.begin() + static_cast<ptrdiff_t>(i),

@@ -503,9 +503,10 @@ record_list apply_incoming(coordinator_actor* self, const std::vector<job_record
         st.book.hold(rec, confirmed);
         store.push_back(rec);
         // A copy of a job whose owner is gone (e.g. handed over by a draining holder after
-        // the owner's death was handled here): the adoption check runs again soon.
+        // the owner's death was handled here): the adoption check (or, for a final one, the
+        // custody of its copies) runs again soon.
         auto os = st.view.state_of(rec.owner.str());
-        if (!is_final(rec.state) && (os == member_state::dead || os == member_state::left))
+        if (os == member_state::dead || os == member_state::left)
           st.recheck_members = true;
         break;
       }

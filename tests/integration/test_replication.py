@@ -10,7 +10,7 @@ import signal
 import subprocess
 import time
 
-from harness import MONKEY, RUNTIME, check, final_versions, run, wait_until
+from harness import MONKEY, RUNTIME, check, journal_rows, final_versions, run, wait_until
 
 FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 
@@ -326,6 +326,35 @@ def holder_killed_before_submit(c):
     c.monkey("down", timeout=120)
 
 
+def custody_after_two_deaths(c):
+    """A finished job's owner dies: its holder gives the record a new holder, and that copy
+    names it; when the first holder dies too, the new one restores the copies (every job
+    with a live holder keeps min(R, alive) copies)."""
+    nodes = up(c, 5)  # 3 survivors: still a majority
+    ids = {n["name"]: json.loads(c.monkey("status", "--json", "--address",
+                                          n["address"]).stdout)["node"] for n in nodes}
+    by_id = {ids[n["name"]]: n for n in nodes}
+    jid = c.monkey("submit", "--address", nodes[0]["address"], "--", "true"
+                   ).stdout.strip().splitlines()[-1]
+    show = lambda n: json.loads(c.monkey("show", jid, "--json", "--address", n["address"]
+                                         ).stdout)
+    s = wait_until(lambda: (lambda s: s if s["state"] in FINALS else None)(show(nodes[0])), 30,
+                   "the job to finish")
+    owner, holder = by_id[s["owner"]], by_id[[h for h in s["replicas"] if h != s["owner"]][0]]
+    os.kill(owner["pid"], signal.SIGKILL)
+    rest = [n for n in nodes if n is not owner and n is not holder]
+
+    def copies(among):
+        return {node for node, (job,) in journal_rows([n["data_dir"] for n in among],
+                                                      "SELECT id FROM jobs") if job == jid}
+    wait_until(lambda: copies(rest), 30, "the holder to give the record a new holder")
+    os.kill(holder["pid"], signal.SIGKILL)
+    got = wait_until(lambda: (lambda h: h if len(h) == 2 else None)(copies(rest)), 30,
+                     "two copies on the survivors")
+    check(len(got) == 2, f"min(R, alive) = 2 copies: {got}")
+    c.monkey("down", timeout=120)
+
+
 if __name__ == "__main__":
     run(spread_and_list)
     run(owner_kill9)
@@ -334,3 +363,4 @@ if __name__ == "__main__":
     run(placement_by_reservation)
     run(own_jobs_always_listed)
     run(holder_killed_before_submit)
+    run(custody_after_two_deaths)

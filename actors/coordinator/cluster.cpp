@@ -340,43 +340,26 @@ void adopt_checked(coordinator_actor* self, const job_id& id, const std::string&
   if (!h)
     return;
   st.adopting.insert(id);
-  auto others = st.view.others_up();
-  auto copies = std::make_shared<std::vector<job_record>>();
-  auto answered = std::make_shared<size_t>(0);
-  fan_out(
-    self, st.membership, others, verb::peer_fetch, encode(fetch_request{st.self_node(), {id}}),
-    peer_timeout::fetch,
-    [=](const peer_answer& a) {
-      if (!a)
-        return;
-      auto r = decode<replicate_request>(*a.body, "fetch");
-      if (!r)
-        return;
-      *answered += 1;
-      for (auto& rec : r->records)
-        if (rec.id == id)
-          copies->push_back(rec);
-    },
-    [=] {
+  fetch_best(self, {id}, [=](std::map<job_id, job_record> found, bool all) {
       auto& st = self->state;
       st.adopting.erase(id);
       auto* h = st.book.held(id);
       if (!h || !st.synced || !st.view.majority())
         return; // settled meanwhile (the new owner replicated it here), or no longer allowed
       auto mine = h->rec;
+      auto best = mine;
       bool confirmed = h->confirmed;
-      for (auto& c : *copies)
-        if (replica::compare(c, mine) >= 0)
-          confirmed = true; // another member has this copy or a better one
-      auto all = *copies;
-      all.push_back(mine);
-      auto best = *replica::best_copy(all);
-      if (replica::stands_over(best, mine)) {
-        st.book.hold(best);
-        write_local(self, {best}, [](const caf::error&) {});
+      if (auto it = found.find(id); it != found.end()) {
+        // compare() is a total order: the best copy ties or beats this node's iff some does
+        confirmed = confirmed || replica::compare(it->second, mine) >= 0;
+        if (replica::stands_over(it->second, mine)) {
+          best = it->second;
+          st.book.hold(best);
+          write_local(self, {best}, [](const caf::error&) {});
+        }
       }
       auto verdict = replica::decide_adoption(
-        best, st.self_node(), *answered == others.size(), confirmed,
+        best, st.self_node(), all, confirmed,
         [&](const std::string& n) { return st.view.state_of(n); });
       switch (verdict) {
         case replica::adoption::adopt:
@@ -428,13 +411,12 @@ void keep_custody(coordinator_actor* self, std::vector<job_record> finals) {
   if (!changed.empty())
     write_local(self, std::move(changed), [](const caf::error&) {});
   for (auto& [node, list] : by_node)
-    for (size_t i = 0; i < list.size(); i += 512) {
-      record_list page(list.begin() + static_cast<ptrdiff_t>(i),
-                       list.begin() + static_cast<ptrdiff_t>(std::min(list.size(), i + 512)));
+    for_each_page(list, [&, node = node](record_list page) {
       ask_node(self, st.membership, node, verb::peer_replicate,
-               encode(replicate_request{st.self_node(), page}), peer_timeout::replicate)
+               encode(replicate_request{st.self_node(), std::move(page)}),
+               peer_timeout::replicate)
         .then([](const std::string&) {}, [](const caf::error&) {});
-    }
+    });
 }
 
 } // namespace
@@ -478,10 +460,7 @@ void on_members(coordinator_actor* self) {
   if (!refresh.empty()) {
     st.log->info("re-replicating {} jobs to restore {} holders each", refresh.size(),
                  st.cfg.replicas);
-    for (size_t i = 0; i < refresh.size(); i += 512)
-      persist(self, record_list(refresh.begin() + static_cast<ptrdiff_t>(i),
-                                refresh.begin()
-                                  + static_cast<ptrdiff_t>(std::min(refresh.size(), i + 512))));
+    for_each_page(refresh, [&](record_list page) { persist(self, std::move(page)); });
   }
 }
 

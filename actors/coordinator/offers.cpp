@@ -361,12 +361,12 @@ void hand_over_copies(coordinator_actor* self) {
     place(h.rec);
   st.custody_pending = 0;
   for (auto& [node, list] : by_node)
-    for (size_t i = 0; i < list.size(); i += 512) {
-      record_list page(list.begin() + static_cast<ptrdiff_t>(i),
-                       list.begin() + static_cast<ptrdiff_t>(std::min(list.size(), i + 512)));
+    for_each_page(list, [&, node = node](record_list page) {
       ++st.custody_pending;
+      auto n = page.size();
       ask_node(self, st.membership, node, verb::peer_replicate,
-               encode(replicate_request{st.self_node(), page}), peer_timeout::replicate)
+               encode(replicate_request{st.self_node(), std::move(page)}),
+               peer_timeout::replicate)
         .then(
           [=](const std::string&) {
             --self->state.custody_pending;
@@ -375,11 +375,11 @@ void hand_over_copies(coordinator_actor* self) {
           [=](const caf::error& err) {
             self->state.log->warn("draining: {} copies to {} failed ({}); their other holders "
                                   "keep them",
-                                  page.size(), node, describe(err));
+                                  n, node, describe(err));
             --self->state.custody_pending;
             check_drained(self);
           });
-    }
+    });
   if (st.custody_pending > 0)
     st.log->info("draining: copying the records held here to the members that stay ({} "
                  "pages)",

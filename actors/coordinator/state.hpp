@@ -185,6 +185,19 @@ std::string reply(const T& value) {
   return encode(value);
 }
 
+/// Records per replicate message: a page stays far below the frame limit.
+constexpr size_t records_per_page = 512;
+
+/// Calls `f(page)` for consecutive pages of `list` (records_per_page records at most).
+template <class F>
+void for_each_page(const record_list& list, F&& f) {
+  for (size_t i = 0; i < list.size(); i += records_per_page) {
+    auto last = std::min(list.size(), i + records_per_page);
+    f(record_list(list.begin() + static_cast<ptrdiff_t>(i),
+                  list.begin() + static_cast<ptrdiff_t>(last)));
+  }
+}
+
 // ---- writes.cpp ----------------------------------------------------------------------
 /// Journals `recs` here; `then` gets the error (none when durable).
 void write_local(coordinator_actor* self, record_list recs,

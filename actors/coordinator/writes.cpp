@@ -277,42 +277,24 @@ void try_final(coordinator_actor* self, const job_id& id);
 /// and none has a copy that stands over the final one, they are replaced by live members.
 void replace_dead_holders(coordinator_actor* self, const job_id& id,
                           std::vector<std::string> dead) {
-  auto& st = self->state;
-  auto others = st.view.others_up();
-  auto answered = std::make_shared<size_t>(0);
-  auto better = std::make_shared<std::optional<job_record>>();
-  fan_out(
-    self, st.membership, others, verb::peer_fetch, encode(fetch_request{st.self_node(), {id}}),
-    peer_timeout::fetch,
-    [=](const peer_answer& a) {
-      if (!a)
-        return;
-      auto r = decode<replicate_request>(*a.body, "fetch");
-      if (!r)
-        return;
-      *answered += 1;
-      auto* mine = self->state.book.owned(id);
-      for (auto& rec : r->records)
-        if (rec.id == id && mine && replica::compare(rec, *mine) > 0)
-          *better = rec;
-    },
-    [=] {
+  fetch_best(self, {id}, [=](std::map<job_id, job_record> found, bool all) {
       auto& st = self->state;
       auto it = st.finals.find(id);
       auto* rec = st.book.owned(id);
       if (it == st.finals.end() || !rec)
         return;
       it->second.in_flight = false;
-      if (*better) {
+      auto b = found.find(id);
+      if (b != found.end() && replica::stands_over(b->second, *rec)) {
+        auto better = b->second;
         st.log->warn("job {}: a member has a copy that stands over this node's final state "
                      "(owner {}, version {}): the outcome here is void",
-                     id.short_str(), (*better)->owner.str(), (*better)->version);
-        auto b = **better;
+                     id.short_str(), better.owner.str(), better.version);
         settle_final(self, id, final_outcome::superseded);
-        give_up(self, b, "another owner's copy stands over its final state");
+        give_up(self, better, "another owner's copy stands over its final state");
         return;
       }
-      if (*answered < others.size())
+      if (!all)
         return; // not every alive member answered: ask again later
       std::vector<std::string> keep;
       for (auto& h : rec->replicas)

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -160,11 +161,7 @@ int fail_start(const std::string& msg) {
   return exit_startup_error;
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
-  options opt;
-  CLI::App app{"monkey-runtime: one node of a Monkey cluster"};
+void add_options(CLI::App& app, options& opt) {
   app.set_version_flag("--version", "monkey-runtime " MONKEY_VERSION);
   app.add_option("--listen", opt.listen, "HOST:PORT to accept clients and peers on (port 0: any)")
     ->capture_default_str();
@@ -217,26 +214,239 @@ int main(int argc, char** argv) {
   app.add_option("--log-files", opt.log_files, "rotated log files kept")
     ->check(CLI::Range(1, 1000))
     ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+}
 
+/// Creates the data directory (default MONKEY_HOME/node) and starts the rotating log.
+status init_node_logging(options& opt) {
   if (opt.data_dir.empty())
     opt.data_dir = monkey_home() + "/node";
   ::mkdir(monkey_home().c_str(), 0700);
   if (::mkdir(opt.data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    std::fprintf(stderr, "monkey-runtime: cannot create data directory %s: %s\n",
-                 opt.data_dir.c_str(), std::strerror(errno));
-    return exit_startup_error;
+    return failure{"cannot create data directory " + opt.data_dir + ": " + std::strerror(errno)};
   }
   auto log_max = parse_size_bytes(opt.log_max_size);
   if (!log_max || *log_max < 16 * 1024) {
-    std::fprintf(stderr, "monkey-runtime: --log-max-size: %s\n",
-                 log_max ? "must be at least 16K" : log_max.error().c_str());
-    return exit_startup_error;
+    return failure{"--log-max-size: "
+                   + (log_max ? std::string("must be at least 16K") : log_max.error())};
   }
   init_logging(opt.log_file == "-" ? std::string{}
                                    : (opt.log_file.empty() ? opt.data_dir + "/runtime.log"
                                                            : opt.log_file),
                static_cast<size_t>(*log_max), opt.log_files);
+  return {};
+}
+
+/// What the options say once checked: addresses, durations, the secret and TLS files.
+struct checked_options {
+  std::string host;
+  uint16_t port = 0;
+  double suspicion_s = 0;
+  double retention_s = 0;
+  std::string secret;
+  net_settings net;
+};
+
+status check_address(const std::string& flag, const std::string& address) {
+  std::string h;
+  uint16_t p = 0;
+  if (auto bad = split_address(address, h, p); !bad)
+    return failure{flag + ": " + bad.error()};
+  return {};
+}
+
+expected<checked_options> check_options(const options& opt, bool tls_name_given,
+                                        spdlog::logger& log) {
+  checked_options c;
+  if (auto bad = split_address(opt.listen, c.host, c.port); !bad)
+    return failure{"--listen: " + bad.error()};
+  for (auto& seed : opt.join)
+    if (auto bad = check_address("--join", seed); !bad)
+      return failure{bad.error()};
+  if (!opt.advertise.empty())
+    if (auto bad = check_address("--advertise", opt.advertise); !bad)
+      return failure{bad.error()};
+  auto suspicion = parse_duration_s(opt.suspicion_timeout);
+  if (!suspicion || *suspicion < 0.2 || *suspicion > 600)
+    return failure{"--suspicion-timeout: "
+                   + (suspicion ? std::string("must be between 200ms and 10m") : suspicion.error())};
+  c.suspicion_s = *suspicion;
+  auto retention = parse_duration_s(opt.retention);
+  if (!retention)
+    return failure{"--retention: " + retention.error()};
+  c.retention_s = *retention;
+  if (auto* env = std::getenv("MONKEY_FAULTS"); env && *env) {
+    auto f = parse_faults(env);
+    if (!f)
+      return failure{f.error()};
+    log.warn("fault injection is on (MONKEY_FAULTS={}): for tests only", env);
+  }
+  auto secret_path = find_secret_file(opt.secret_file);
+  auto secret = load_secret(secret_path, true);
+  if (!secret)
+    return failure{secret.error()};
+  c.secret = *secret;
+  {
+    // The client token beside the secret: what users need to run `monkey` (not the secret).
+    auto slash = secret_path.rfind('/');
+    auto dir = slash == std::string::npos ? std::string(".") : secret_path.substr(0, slash);
+    if (auto bad = write_token_file(dir + "/token", client_token(*secret)); !bad)
+      log.warn("{}", bad.error());
+  }
+  if (opt.tls || !opt.tls_dir.empty() || tls_name_given) {
+    c.net.tls = tls_files_in(opt.tls_dir.empty() ? monkey_home() + "/certs" : opt.tls_dir,
+                             opt.tls_name);
+    if (auto bad = check_tls_files(c.net.tls); !bad)
+      return failure{"--tls: " + bad.error() + " (create the files with `monkey certs`)"};
+  }
+  return c;
+}
+
+/// The GPUs named by --gpus (indices, "auto" or "none") among those discovered.
+expected<std::vector<devices::device_info>> chosen_gpus(const std::string& wanted,
+                                                        spdlog::logger& log) {
+  std::string why_no_gpu;
+  auto gpus = wanted == "none" ? std::vector<devices::device_info>{}
+                               : devices::discover_gpus(&why_no_gpu);
+  if (gpus.empty())
+    log.info("no GPU: {}; jobs run on the CPU", wanted == "none" ? "--gpus none" : why_no_gpu);
+  if (wanted == "auto" || wanted == "none")
+    return gpus;
+  std::vector<devices::device_info> chosen;
+  std::stringstream ss(wanted);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    bool found = false;
+    for (auto& g : gpus)
+      if (std::to_string(g.index) == item) {
+        chosen.push_back(g);
+        found = true;
+      }
+    if (!found)
+      return failure{"--gpus: no GPU with index " + item + " on this machine"
+                     + (gpus.empty() ? " (" + why_no_gpu + ")" : "")};
+  }
+  return chosen;
+}
+
+/// The devices and resources this node offers (--cpus, --mem, --gpus, --tags), measured.
+status offer_devices(const options& opt, coordinator_config& cc, spdlog::logger& log) {
+  auto cpu = devices::discover_cpu();
+  auto gpus = chosen_gpus(opt.gpus, log);
+  if (!gpus)
+    return failure{gpus.error()};
+  cc.total.cpus = opt.cpus > 0 ? opt.cpus : cpu.slots;
+  cc.total.mem_mb = cpu.memory_mb;
+  if (!opt.mem.empty()) {
+    auto mb = parse_memory_mb(opt.mem);
+    if (!mb)
+      return failure{"--mem: " + mb.error()};
+    cc.total.mem_mb = *mb;
+  }
+  cc.total.tags = opt.tags;
+  cc.devices.push_back(cpu);
+  for (auto& g : *gpus) {
+    cc.gpu_indices.push_back(g.index);
+    cc.devices.push_back(g);
+    cc.total.gpu_mem_mb = cc.total.gpu_mem_mb == 0 ? g.memory_mb
+                                                   : std::min(cc.total.gpu_mem_mb, g.memory_mb);
+  }
+  cc.total.gpus = static_cast<int32_t>(gpus->size());
+  cc.devices.front().slots = cc.total.cpus;
+  if (!opt.no_measure)
+    measure_devices(cc.devices, opt.data_dir, log);
+  cc.cgroup_base = opt.no_cgroups ? std::string{} : cgroup_base();
+  log.info("process groups are {}",
+           !cc.cgroup_base.empty() ? "placed in cgroups under " + cc.cgroup_base
+           : opt.no_cgroups        ? std::string("tracked by process group only (--no-cgroups)")
+                                   : std::string("tracked by process group only (no writable "
+                                                 "cgroup v2)"));
+  return {};
+}
+
+/// A planned leave (SIGTERM/SIGINT): announced to the members, so it is not taken for a
+/// failure; then the coordinator stops (or, with --drain, waits for) its attempts and the
+/// task dispatcher lets its chunks in flight finish and writes their final records.
+void leave(caf::actor_system& sys, caf::scoped_actor& self, const caf::actor& root, bool drain,
+           spdlog::logger& log) {
+  if (auto members = caf::actor_cast<caf::actor>(
+        sys.registry().get(caf::atom_from_string(membership_name))))
+    self->request(members, std::chrono::seconds(2), atoms::shutdown::value)
+      .receive([](bool) {},
+               [&](caf::error& err) { log.warn("announcing the leave: {}", describe(err)); });
+  for (auto* path : {"core/coordinator", "core/tasks"}) {
+    caf::actor target;
+    self->request(root, std::chrono::seconds(10), atoms::which::value, std::string(path))
+      .receive([&](caf::actor& a) { target = std::move(a); }, [](caf::error&) {});
+    if (!target) {
+      log.error("shutdown: no {} to stop (it is restarting)", path);
+      continue;
+    }
+    self->request(target, caf::infinite, atoms::shutdown::value, drain)
+      .receive([](bool) {},
+               [&](caf::error& err) { log.error("shutdown of {}: {}", path, describe(err)); });
+  }
+}
+
+/// The journal commits what it still holds (metrics batches) before the node stops.
+void final_flush(caf::scoped_actor& self, const caf::actor& root, spdlog::logger& log) {
+  self->request(root, std::chrono::seconds(10), atoms::which::value, std::string("core/journal"))
+    .receive(
+      [&](caf::actor& journal_actor) {
+        self->request(journal_actor, std::chrono::seconds(10), atoms::flush::value, true)
+          .receive([](bool) {}, [&](caf::error& err) { log.warn("final flush: {}", describe(err)); });
+      },
+      [&](caf::error& err) { log.warn("final flush: no journal ({})", describe(err)); });
+}
+
+/// main watches the root of the tree until a signal asks it to stop (0) or the root gives
+/// up (the node cannot go on: exit_supervision_gave_up).
+int watch(caf::actor_system& sys, const caf::actor& root, sigset_t& sigs, bool drain,
+          spdlog::logger& log) {
+  caf::scoped_actor self{sys};
+  self->monitor(root);
+  int exit_code = 0;
+  for (;;) {
+    timespec wait{0, 200 * 1000 * 1000};
+    int sig = sigtimedwait(&sigs, nullptr, &wait);
+    std::string failure_reason;
+    bool down = false;
+    self->receive_while([&] { return !down; })(
+      [&](caf::down_msg& dm) {
+        down = true;
+        failure_reason = "the node's root supervisor stopped: " + describe(dm.reason);
+      },
+      caf::after(std::chrono::milliseconds(0)) >> [&] { down = true; });
+    if (!failure_reason.empty()) {
+      log.critical("supervision gave up: {}", failure_reason);
+      std::fprintf(stderr, "monkey-runtime: supervision gave up: %s\n", failure_reason.c_str());
+      exit_code = exit_supervision_gave_up;
+      break;
+    }
+    if (sig == SIGTERM || sig == SIGINT) {
+      log.info("{} received: {}", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+               drain ? "draining" : "requeueing running jobs");
+      leave(sys, self, root, drain, log);
+      break;
+    }
+  }
+  if (exit_code == 0)
+    final_flush(self, root, log);
+  self->demonitor(root);
+  return exit_code;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  options opt;
+  CLI::App app{"monkey-runtime: one node of a Monkey cluster"};
+  add_options(app, opt);
+  CLI11_PARSE(app, argc, argv);
+
+  if (auto bad = init_node_logging(opt); !bad) {
+    std::fprintf(stderr, "monkey-runtime: %s\n", bad.error().c_str());
+    return exit_startup_error;
+  }
   auto log = logger("runtime");
 
   // Signals are taken synchronously by main: block them before any thread starts.
@@ -247,53 +457,10 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  std::string host;
-  uint16_t port = 0;
-  if (auto bad = split_address(opt.listen, host, port); !bad)
-    return fail_start("--listen: " + bad.error());
-  for (auto& seed : opt.join) {
-    std::string h;
-    uint16_t p = 0;
-    if (auto bad = split_address(seed, h, p); !bad)
-      return fail_start("--join: " + bad.error());
-  }
-  if (!opt.advertise.empty()) {
-    std::string h;
-    uint16_t p = 0;
-    if (auto bad = split_address(opt.advertise, h, p); !bad)
-      return fail_start("--advertise: " + bad.error());
-  }
-  auto suspicion = parse_duration_s(opt.suspicion_timeout);
-  if (!suspicion || *suspicion < 0.2 || *suspicion > 600)
-    return fail_start("--suspicion-timeout: " + (suspicion ? std::string("must be between 200ms and 10m")
-                                                            : suspicion.error()));
-  auto retention = parse_duration_s(opt.retention);
-  if (!retention)
-    return fail_start("--retention: " + retention.error());
-  if (auto* env = std::getenv("MONKEY_FAULTS"); env && *env) {
-    auto f = parse_faults(env);
-    if (!f)
-      return fail_start(f.error());
-    log->warn("fault injection is on (MONKEY_FAULTS={}): for tests only", env);
-  }
-  auto secret_path = find_secret_file(opt.secret_file);
-  auto secret = load_secret(secret_path, true);
-  if (!secret)
-    return fail_start(secret.error());
-  {
-    // The client token beside the secret: what users need to run `monkey` (not the secret).
-    auto slash = secret_path.rfind('/');
-    auto dir = slash == std::string::npos ? std::string(".") : secret_path.substr(0, slash);
-    if (auto bad = write_token_file(dir + "/token", client_token(*secret)); !bad)
-      log->warn("{}", bad.error());
-  }
-  net_settings net;
-  if (opt.tls || !opt.tls_dir.empty() || app.count("--tls-name") > 0) {
-    net.tls = tls_files_in(opt.tls_dir.empty() ? monkey_home() + "/certs" : opt.tls_dir,
-                           opt.tls_name);
-    if (auto bad = check_tls_files(net.tls); !bad)
-      return fail_start("--tls: " + bad.error() + " (create the files with `monkey certs`)");
-  }
+  auto checked = check_options(opt, app.count("--tls-name") > 0, *log);
+  if (!checked)
+    return fail_start(checked.error());
+  auto& net = checked->net;
 
   std::vector<std::string> warnings;
   auto store = journal::open(opt.data_dir, &warnings);
@@ -314,59 +481,12 @@ int main(int argc, char** argv) {
   cc.started_ms = now_ms();
   cc.version = MONKEY_VERSION;
   cc.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(opt.kill_grace_s * 1000));
-  cc.retention_ms = static_cast<int64_t>(*retention * 1000);
-  auto cpu = devices::discover_cpu();
-  std::string why_no_gpu;
-  auto gpus = opt.gpus == "none" ? std::vector<devices::device_info>{}
-                                 : devices::discover_gpus(&why_no_gpu);
-  if (gpus.empty())
-    log->info("no GPU: {}; jobs run on the CPU", opt.gpus == "none" ? "--gpus none" : why_no_gpu);
-  cc.total.cpus = opt.cpus > 0 ? opt.cpus : cpu.slots;
-  cc.total.mem_mb = cpu.memory_mb;
-  if (!opt.mem.empty()) {
-    auto mb = parse_memory_mb(opt.mem);
-    if (!mb)
-      return fail_start("--mem: " + mb.error());
-    cc.total.mem_mb = *mb;
-  }
-  cc.total.tags = opt.tags;
-  cc.devices.push_back(cpu);
-  if (opt.gpus != "auto" && opt.gpus != "none") {
-    std::vector<devices::device_info> chosen;
-    std::stringstream ss(opt.gpus);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      bool found = false;
-      for (auto& g : gpus)
-        if (std::to_string(g.index) == item) {
-          chosen.push_back(g);
-          found = true;
-        }
-      if (!found)
-        return fail_start("--gpus: no GPU with index " + item + " on this machine"
-                          + (gpus.empty() ? " (" + why_no_gpu + ")" : ""));
-    }
-    gpus = chosen;
-  }
-  for (auto& g : gpus) {
-    cc.gpu_indices.push_back(g.index);
-    cc.devices.push_back(g);
-    cc.total.gpu_mem_mb = cc.total.gpu_mem_mb == 0 ? g.memory_mb
-                                                   : std::min(cc.total.gpu_mem_mb, g.memory_mb);
-  }
-  cc.total.gpus = static_cast<int32_t>(gpus.size());
-  cc.devices.front().slots = cc.total.cpus;
+  cc.retention_ms = static_cast<int64_t>(checked->retention_s * 1000);
   cc.replicas = opt.replicas;
   cc.min_replicas = opt.min_replicas;
   cc.max_queued = opt.max_queued;
-  if (!opt.no_measure)
-    measure_devices(cc.devices, opt.data_dir, *log);
-  cc.cgroup_base = opt.no_cgroups ? std::string{} : cgroup_base();
-  log->info("process groups are {}",
-            !cc.cgroup_base.empty() ? "placed in cgroups under " + cc.cgroup_base
-            : opt.no_cgroups        ? std::string("tracked by process group only (--no-cgroups)")
-                                    : std::string("tracked by process group only (no writable "
-                                                  "cgroup v2)"));
+  if (auto bad = offer_devices(opt, cc, *log); !bad)
+    return fail_start(bad.error());
 
   runtime_config cfg{net};
   if (auto bad = check_network_config(cfg); !bad)
@@ -376,17 +496,17 @@ int main(int argc, char** argv) {
   setup.coordinator = cc;
   setup.store = shared_store;
   setup.launch = std::make_shared<launcher>();
-  setup.secret = *secret;
-  setup.host = host;
-  setup.port = port;
+  setup.secret = checked->secret;
+  setup.host = checked->host;
+  setup.port = checked->port;
   setup.seeds = opt.join;
-  setup.suspicion_timeout = std::chrono::milliseconds(static_cast<int64_t>(*suspicion * 1000));
+  setup.suspicion_timeout = std::chrono::milliseconds(static_cast<int64_t>(checked->suspicion_s * 1000));
   setup.advertise = opt.advertise;
   setup.task_chunk = opt.task_chunk;
   auto node = start_node(sys, setup);
   if (!node)
     return fail_start(node.error());
-  auto published_host = host == "0.0.0.0" ? std::string{"127.0.0.1"} : host;
+  auto published_host = checked->host == "0.0.0.0" ? std::string{"127.0.0.1"} : checked->host;
   auto address = published_host + ":" + std::to_string(node->port);
   caf::anon_send(current_coordinator(sys, node->root), atoms::address::value, address);
   write_file_atomic(opt.data_dir + "/address", address + "\n");
@@ -396,68 +516,7 @@ int main(int argc, char** argv) {
             net.tls.enabled() ? "TLS as " + certificate_name(net.tls.cert)
                               : std::string("plain TCP, no TLS"));
 
-  // main watches the root of the tree: if it gives up, the node cannot go on.
-  std::string failure_reason;
-  caf::scoped_actor self{sys};
-  self->monitor(node->root);
-
-  int exit_code = 0;
-  for (;;) {
-    timespec wait{0, 200 * 1000 * 1000};
-    int sig = sigtimedwait(&sigs, nullptr, &wait);
-    bool down = false;
-    self->receive_while([&] { return !down; })(
-      [&](caf::down_msg& dm) {
-        down = true;
-        failure_reason = "the node's root supervisor stopped: " + describe(dm.reason);
-      },
-      caf::after(std::chrono::milliseconds(0)) >> [&] { down = true; });
-    if (!failure_reason.empty()) {
-      log->critical("supervision gave up: {}", failure_reason);
-      std::fprintf(stderr, "monkey-runtime: supervision gave up: %s\n", failure_reason.c_str());
-      exit_code = exit_supervision_gave_up;
-      break;
-    }
-    if (sig == SIGTERM || sig == SIGINT) {
-      log->info("{} received: {}", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-                opt.drain ? "draining" : "requeueing running jobs");
-      // A planned leave, announced to the members, so it is not taken for a failure.
-      if (auto members = caf::actor_cast<caf::actor>(
-            sys.registry().get(caf::atom_from_string(membership_name))))
-        self->request(members, std::chrono::seconds(2), atoms::shutdown::value)
-          .receive([](bool) {},
-                   [&](caf::error& err) { log->warn("announcing the leave: {}", describe(err)); });
-      // The coordinator stops (or, with --drain, waits for) its attempts; the task
-      // dispatcher lets its chunks in flight finish and writes their final records.
-      for (auto* path : {"core/coordinator", "core/tasks"}) {
-        caf::actor target;
-        self->request(node->root, std::chrono::seconds(10), atoms::which::value,
-                      std::string(path))
-          .receive([&](caf::actor& a) { target = std::move(a); }, [](caf::error&) {});
-        if (!target) {
-          log->error("shutdown: no {} to stop (it is restarting)", path);
-          continue;
-        }
-        self->request(target, caf::infinite, atoms::shutdown::value, opt.drain)
-          .receive([](bool) {},
-                   [&](caf::error& err) { log->error("shutdown of {}: {}", path, describe(err)); });
-      }
-      break;
-    }
-  }
-  if (exit_code == 0) {
-    // The journal commits what it still holds (metrics batches) before the node stops.
-    self->request(node->root, std::chrono::seconds(10), atoms::which::value,
-                  std::string("core/journal"))
-      .receive(
-        [&](caf::actor& journal_actor) {
-          self->request(journal_actor, std::chrono::seconds(10), atoms::flush::value, true)
-            .receive([](bool) {},
-                     [&](caf::error& err) { log->warn("final flush: {}", describe(err)); });
-        },
-        [&](caf::error& err) { log->warn("final flush: no journal ({})", describe(err)); });
-  }
-  self->demonitor(node->root);
+  int exit_code = watch(sys, node->root, sigs, opt.drain, *log);
   caf::anon_send_exit(node->root, caf::exit_reason::user_shutdown);
   if (!cc.cgroup_base.empty()) // empty by now: every job's cgroup went with its job
     ::rmdir((cc.cgroup_base + "/monkey-" + cc.node.str()).c_str());

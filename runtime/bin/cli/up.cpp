@@ -138,6 +138,109 @@ int fail(const std::string& msg, int code = 1) {
   return code;
 }
 
+using up_clock = std::chrono::steady_clock;
+
+/// Starts node `i` of a `monkey up` cluster (joining through `seed` unless it is the first).
+expected<up_node> start_up_node(const up_options& opt, const std::string& exe, int i, int cpus,
+                                const std::string& seed, const std::string& tls_dir) {
+  auto home = monkey_home();
+  up_node n;
+  n.name = "n" + std::to_string(i + 1);
+  n.data_dir = home + "/nodes/" + n.name;
+  ::mkdir(n.data_dir.c_str(), 0700);
+  ::unlink((n.data_dir + "/address").c_str());
+  std::vector<std::string> args{"--listen", "127.0.0.1:0", "--data-dir", n.data_dir, "--cpus",
+                                std::to_string(cpus)};
+  auto add = [&](bool when, const char* flag, const std::string& value) {
+    if (when) {
+      args.push_back(flag);
+      args.push_back(value);
+    }
+  };
+  add(!seed.empty(), "--join", seed);
+  if (opt.no_measure)
+    args.push_back("--no-measure");
+  add(!tls_dir.empty(), "--tls-dir", tls_dir);
+  add(!opt.secret_file.empty(), "--secret-file", opt.secret_file);
+  args.insert(args.end(), opt.runtime_args.begin(), opt.runtime_args.end());
+  auto pid = start_runtime(exe, args, n.data_dir + "/stderr.log");
+  if (!pid)
+    return failure{pid.error()};
+  n.pid = *pid;
+  return n;
+}
+
+/// Waits until node `n` has written its address (it listens), or exited, or the deadline.
+status wait_address(up_node& n, up_clock::time_point deadline) {
+  while (up_clock::now() < deadline) {
+    auto a = read_text(n.data_dir + "/address");
+    if (!a.empty()) {
+      n.address = a;
+      return {};
+    }
+    int status = 0;
+    if (::waitpid(n.pid, &status, WNOHANG) == n.pid)
+      return failure{"node " + n.name + " exited at start: "
+                     + read_text(n.data_dir + "/stderr.log")};
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return failure{"node " + n.name + " did not start listening in time"};
+}
+
+/// Waits until every node sees all of them alive.
+status wait_all_alive(const std::vector<up_node>& nodes, const std::string& secret,
+                      up_clock::time_point deadline, double timeout_s) {
+  std::string last;
+  for (;;) {
+    size_t ready = 0;
+    for (auto& n : nodes) {
+      auto seen = alive_seen(n.address, secret);
+      if (seen && *seen == nodes.size())
+        ++ready;
+      else
+        last = n.name + " sees " + (seen ? std::to_string(*seen) + " alive" : seen.error());
+    }
+    if (ready == nodes.size())
+      return {};
+    if (up_clock::now() >= deadline)
+      return failure{"not every node sees " + std::to_string(nodes.size()) + " alive within "
+                     + std::to_string(static_cast<int>(timeout_s)) + " s: " + last};
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+void print_up(const std::vector<up_node>& nodes, bool as_json, int cpus, bool tls,
+              const std::string& home) {
+  if (as_json) {
+    json arr = json::array();
+    for (auto& n : nodes)
+      arr.push_back({{"name", n.name}, {"address", n.address}, {"pid", n.pid},
+                     {"data_dir", n.data_dir}});
+    std::cout << json{{"nodes", arr}}.dump() << "\n";
+    return;
+  }
+  std::printf("%-6s %-22s %8s  %s\n", "NODE", "ADDRESS", "PID", "DATA");
+  for (auto& n : nodes)
+    std::printf("%-6s %-22s %8d  %s\n", n.name.c_str(), n.address.c_str(), n.pid,
+                n.data_dir.c_str());
+  std::printf("%zu nodes up, each sees %zu alive (%d cpus each%s); cluster file %s/cluster\n",
+              nodes.size(), nodes.size(), cpus, tls ? ", TLS" : "", home.c_str());
+}
+
+/// The certificates of a `monkey up --tls` cluster (made when missing); "" without TLS.
+expected<std::string> up_tls_dir(const up_options& opt, const std::string& home) {
+  ::unlink((home + "/cluster.tls").c_str());
+  if (!opt.tls)
+    return std::string{};
+  auto dir = home + "/certs";
+  auto made = make_certs({dir, {"node", "client"}, 825, false});
+  if (!made)
+    return failure{made.error()};
+  // Plain `monkey ...` commands find the certificates through this file.
+  std::ofstream(home + "/cluster.tls") << dir << "\n";
+  return dir;
+}
+
 } // namespace
 
 int cluster_up(const up_options& opt) {
@@ -153,126 +256,45 @@ int cluster_up(const up_options& opt) {
   auto exe = self_dir() + "/monkey-runtime";
   if (::access(exe.c_str(), X_OK) != 0)
     return fail("up: cannot find monkey-runtime next to monkey (" + exe + ")");
-  int cpus = opt.cpus;
-  if (cpus <= 0) {
-    auto hw = static_cast<int>(std::thread::hardware_concurrency());
-    cpus = std::max(1, hw / opt.nodes);
-  }
+  int cpus = opt.cpus > 0
+               ? opt.cpus
+               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / opt.nodes);
   ::mkdir((home + "/nodes").c_str(), 0755);
-  std::string tls_dir;
-  ::unlink((home + "/cluster.tls").c_str());
-  if (opt.tls) {
-    tls_dir = home + "/certs";
-    auto made = make_certs({tls_dir, {"node", "client"}, 825, false});
-    if (!made)
-      return fail("up: " + made.error());
-    // Plain `monkey ...` commands find the certificates through this file.
-    std::ofstream(home + "/cluster.tls") << tls_dir << "\n";
-  }
+  auto tls_dir = up_tls_dir(opt, home);
+  if (!tls_dir)
+    return fail("up: " + tls_dir.error());
   std::vector<up_node> nodes;
-  auto start = [&](int i, const std::string& seed) -> status {
-    up_node n;
-    n.name = "n" + std::to_string(i + 1);
-    n.data_dir = home + "/nodes/" + n.name;
-    ::mkdir(n.data_dir.c_str(), 0700);
-    ::unlink((n.data_dir + "/address").c_str());
-    std::vector<std::string> args{"--listen", "127.0.0.1:0", "--data-dir", n.data_dir, "--cpus",
-                                  std::to_string(cpus)};
-    if (!seed.empty()) {
-      args.push_back("--join");
-      args.push_back(seed);
-    }
-    if (opt.no_measure)
-      args.push_back("--no-measure");
-    if (!tls_dir.empty()) {
-      args.push_back("--tls-dir");
-      args.push_back(tls_dir);
-    }
-    if (!opt.secret_file.empty()) {
-      args.push_back("--secret-file");
-      args.push_back(opt.secret_file);
-    }
-    args.insert(args.end(), opt.runtime_args.begin(), opt.runtime_args.end());
-    auto pid = start_runtime(exe, args, n.data_dir + "/stderr.log");
-    if (!pid)
-      return failure{pid.error()};
-    n.pid = *pid;
-    nodes.push_back(n);
-    return {};
-  };
-  auto deadline = std::chrono::steady_clock::now()
-                  + std::chrono::milliseconds(static_cast<int64_t>(opt.timeout_s * 1000));
-  auto wait_address = [&](up_node& n) -> status {
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto a = read_text(n.data_dir + "/address");
-      if (!a.empty()) {
-        n.address = a;
-        return {};
-      }
-      int status = 0;
-      if (::waitpid(n.pid, &status, WNOHANG) == n.pid)
-        return failure{"node " + n.name + " exited at start: "
-                       + read_text(n.data_dir + "/stderr.log")};
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return failure{"node " + n.name + " did not start listening in time"};
-  };
   auto give_up = [&](const std::string& why) {
     write_up_file(up_path, nodes); // `monkey down` can still stop what started
     return fail("up: " + why + " (see " + home + "/nodes/*/runtime.log; `monkey down` stops "
                 "what started)");
   };
-  if (auto e = start(0, ""); !e)
-    return give_up(e.error());
-  if (auto e = wait_address(nodes[0]); !e)
-    return give_up(e.error());
-  for (int i = 1; i < opt.nodes; ++i)
-    if (auto e = start(i, nodes[0].address); !e)
-      return give_up(e.error());
+  auto deadline = up_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(opt.timeout_s * 1000));
+  // The first node starts alone; the others join through it.
+  for (int i = 0; i < opt.nodes; ++i) {
+    auto n = start_up_node(opt, exe, i, cpus, i == 0 ? "" : nodes[0].address, *tls_dir);
+    if (!n)
+      return give_up(n.error());
+    nodes.push_back(*n);
+    if (i == 0)
+      if (auto e = wait_address(nodes[0], deadline); !e)
+        return give_up(e.error());
+  }
   for (auto& n : nodes)
-    if (auto e = wait_address(n); !e)
+    if (auto e = wait_address(n, deadline); !e)
       return give_up(e.error());
   write_up_file(up_path, nodes);
   std::string addresses;
   for (auto& n : nodes)
     addresses += (addresses.empty() ? "" : ",") + n.address;
   std::ofstream(home + "/cluster") << addresses << "\n";
-  // Every node must see all N alive.
   auto secret_path = opt.secret_file.empty() ? find_secret_file("") : opt.secret_file;
   auto secret = load_secret(secret_path, false);
   if (!secret)
     return give_up(secret.error());
-  std::string last;
-  for (;;) {
-    size_t ready = 0;
-    for (auto& n : nodes) {
-      auto seen = alive_seen(n.address, *secret);
-      if (seen && *seen == nodes.size())
-        ++ready;
-      else
-        last = n.name + " sees " + (seen ? std::to_string(*seen) + " alive" : seen.error());
-    }
-    if (ready == nodes.size())
-      break;
-    if (std::chrono::steady_clock::now() >= deadline)
-      return give_up("not every node sees " + std::to_string(nodes.size()) + " alive within "
-                     + std::to_string(static_cast<int>(opt.timeout_s)) + " s: " + last);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  if (opt.json) {
-    json arr = json::array();
-    for (auto& n : nodes)
-      arr.push_back({{"name", n.name}, {"address", n.address}, {"pid", n.pid},
-                     {"data_dir", n.data_dir}});
-    std::cout << json{{"nodes", arr}}.dump() << "\n";
-  } else {
-    std::printf("%-6s %-22s %8s  %s\n", "NODE", "ADDRESS", "PID", "DATA");
-    for (auto& n : nodes)
-      std::printf("%-6s %-22s %8d  %s\n", n.name.c_str(), n.address.c_str(), n.pid,
-                  n.data_dir.c_str());
-    std::printf("%zu nodes up, each sees %zu alive (%d cpus each%s); cluster file %s/cluster\n",
-                nodes.size(), nodes.size(), cpus, tls_dir.empty() ? "" : ", TLS", home.c_str());
-  }
+  if (auto e = wait_all_alive(nodes, *secret, deadline, opt.timeout_s); !e)
+    return give_up(e.error());
+  print_up(nodes, opt.json, cpus, !tls_dir->empty(), home);
   return 0;
 }
 

@@ -37,29 +37,21 @@ caf::actor current_coordinator(caf::actor_system& sys, const caf::actor& root) {
   return out;
 }
 
-expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
-  auto pub = std::make_shared<publish_state>();
-  pub->host = setup.host;
-  pub->port = setup.port;
+namespace {
+
+/// The address a published actor is reached at ("0.0.0.0" listens everywhere: 127.0.0.1).
+std::string published_address(const publish_state& pub) {
+  return (pub.host.empty() || pub.host == "0.0.0.0" ? std::string("127.0.0.1") : pub.host) + ":"
+         + std::to_string(pub.port);
+}
+
+/// The core supervisor's children, in start order (rest_for_one: a restart restarts the
+/// ones after it): journal, devices, tasks, coordinator, router.
+std::vector<child_spec> core_children(const node_setup& setup,
+                                      std::shared_ptr<publish_state> pub) {
   auto cfg = setup.coordinator;
   auto store = setup.store;
   auto launch = setup.launch;
-  auto secret = setup.secret;
-  auto node = cfg.node.str();
-
-  // The front is published first and once, for the node's whole life: it finds the gateway
-  // under the root supervisor by itself, so a restarted gateway needs no new publish, and
-  // the bound port is known before the actors that advertise it start.
-  auto front = spawn_front(sys);
-  auto bound = publish_actor(front, pub->port, pub->host);
-  if (!bound) {
-    caf::anon_send_exit(front, caf::exit_reason::user_shutdown);
-    return failure{"cannot listen on " + setup.host + ":" + std::to_string(setup.port) + ": "
-                   + caf::to_string(bound.error())};
-  }
-  pub->port = *bound;
-  pub->published = true;
-
   std::vector<child_spec> core;
   core.push_back({"journal",
                   [store](caf::actor_system& s, const sibling_map&) {
@@ -88,10 +80,7 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
                   [cfg, launch, pub](caf::actor_system& s, const sibling_map& siblings) {
                     auto c = cfg;
                     if (pub->published) // a restart: the node's address is known by now
-                      c.address = (pub->host.empty() || pub->host == "0.0.0.0"
-                                     ? std::string("127.0.0.1")
-                                     : pub->host)
-                                  + ":" + std::to_string(pub->port);
+                      c.address = published_address(*pub);
                     return spawn_coordinator(s, c, siblings.at("journal"), launch);
                   },
                   restart_policy::permanent, true});
@@ -102,6 +91,72 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
                     return spawn_router(s, rc, siblings.at("coordinator"), siblings.at("tasks"));
                   },
                   restart_policy::permanent, false});
+  return core;
+}
+
+/// The membership actor's child spec: it advertises --advertise or the bound address.
+child_spec membership_child(const node_setup& setup, std::shared_ptr<publish_state> pub) {
+  auto& cfg = setup.coordinator;
+  membership_config mc;
+  mc.self.node = cfg.node.str();
+  mc.self.incarnation = static_cast<uint64_t>(cfg.incarnation) << 32;
+  mc.self.pid = cfg.pid;
+  mc.self.cpus = cfg.total.cpus;
+  mc.self.gpus = cfg.total.gpus;
+  for (auto& d : cfg.devices)
+    mc.self.devices += (mc.self.devices.empty() ? "" : ",") + d.name;
+  mc.self.reason = "started";
+  mc.self.since_ms = now_ms();
+  mc.secret = setup.secret;
+  mc.seeds = setup.seeds;
+  mc.suspicion_timeout = setup.suspicion_timeout;
+  auto advertise = setup.advertise;
+  return {"membership",
+          [mc, pub, advertise](caf::actor_system& s, const sibling_map&) {
+            auto c = mc;
+            c.self.address = !advertise.empty() ? advertise : published_address(*pub);
+            return spawn_membership(s, c);
+          },
+          restart_policy::permanent, false};
+}
+
+/// Waits until the front has found the gateway: the node answers from then on.
+bool front_ready(caf::actor_system& sys, const caf::actor& front) {
+  caf::scoped_actor self{sys};
+  for (int i = 0; i < 200; ++i) {
+    bool ready = false;
+    self->request(front, std::chrono::seconds(5), atoms::which::value)
+      .receive([&](bool found) { ready = found; }, [&](caf::error&) {});
+    if (ready)
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+} // namespace
+
+expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
+  auto pub = std::make_shared<publish_state>();
+  pub->host = setup.host;
+  pub->port = setup.port;
+  auto secret = setup.secret;
+  auto node = setup.coordinator.node.str();
+
+  // The front is published first and once, for the node's whole life: it finds the gateway
+  // under the root supervisor by itself, so a restarted gateway needs no new publish, and
+  // the bound port is known before the actors that advertise it start.
+  auto front = spawn_front(sys);
+  auto bound = publish_actor(front, pub->port, pub->host);
+  if (!bound) {
+    caf::anon_send_exit(front, caf::exit_reason::user_shutdown);
+    return failure{"cannot listen on " + setup.host + ":" + std::to_string(setup.port) + ": "
+                   + caf::to_string(bound.error())};
+  }
+  pub->port = *bound;
+  pub->published = true;
+
+  auto core = core_children(setup, pub);
   std::vector<child_spec> top;
   top.push_back({"core",
                  [core](caf::actor_system& s, const sibling_map&) {
@@ -116,47 +171,13 @@ expected<node_handles> start_node(caf::actor_system& sys, node_setup setup) {
                    return spawn_gateway(s, secret, node);
                  },
                  restart_policy::permanent, false});
-  membership_config mc;
-  mc.self.node = node;
-  mc.self.incarnation = static_cast<uint64_t>(cfg.incarnation) << 32;
-  mc.self.pid = cfg.pid;
-  mc.self.cpus = cfg.total.cpus;
-  mc.self.gpus = cfg.total.gpus;
-  for (auto& d : cfg.devices)
-    mc.self.devices += (mc.self.devices.empty() ? "" : ",") + d.name;
-  mc.self.reason = "started";
-  mc.self.since_ms = now_ms();
-  mc.secret = secret;
-  mc.seeds = setup.seeds;
-  mc.suspicion_timeout = setup.suspicion_timeout;
-  auto advertise = setup.advertise;
-  top.push_back({"membership",
-                 [mc, pub, advertise](caf::actor_system& s, const sibling_map&) {
-                   auto c = mc;
-                   c.self.address = !advertise.empty()
-                                      ? advertise
-                                      : (pub->host.empty() || pub->host == "0.0.0.0"
-                                           ? std::string("127.0.0.1")
-                                           : pub->host)
-                                          + ":" + std::to_string(pub->port);
-                   return spawn_membership(s, c);
-                 },
-                 restart_policy::permanent, false});
+  top.push_back(membership_child(setup, pub));
   auto root = spawn_supervisor(sys, "node",
                                {restart_strategy::one_for_one, 5, std::chrono::seconds(10)},
                                std::move(top));
   sys.registry().put(caf::atom_from_string(root_supervisor_name), root);
   caf::anon_send(front, atoms::subscribe::value, root); // it stops with the root
-  // Return once the front has found the gateway: the node answers from then on.
-  caf::scoped_actor self{sys};
-  bool ready = false;
-  for (int i = 0; i < 200 && !ready; ++i) {
-    self->request(front, std::chrono::seconds(5), atoms::which::value)
-      .receive([&](bool found) { ready = found; }, [&](caf::error&) {});
-    if (!ready)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (!ready) {
+  if (!front_ready(sys, front)) {
     caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(front, caf::exit_reason::user_shutdown);
     return failure{"the gateway did not start"};

@@ -18,6 +18,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "runtime/expected.hpp"
 #include "runtime/process/proc.hpp"
 
 namespace monkey {
@@ -137,6 +138,55 @@ struct launcher::impl {
   void loop();
 };
 
+/// Where an executable named `file` is looked for: itself when it names a path, else each
+/// directory of the job's PATH (execvpe would search the runtime's PATH, not the job's).
+std::vector<std::string> exec_candidates(const std::string& file, const std::string& path_env) {
+  std::vector<std::string> candidates;
+  if (file.find('/') != std::string::npos) {
+    candidates.push_back(file);
+    return candidates;
+  }
+  std::string path = path_env.empty() ? "/usr/local/bin:/usr/bin:/bin" : path_env;
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    auto colon = path.find(':', pos);
+    auto dir = path.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+    candidates.push_back((dir.empty() ? "." : dir) + "/" + file);
+    if (colon == std::string::npos)
+      break;
+    pos = colon + 1;
+  }
+  return candidates;
+}
+
+namespace {
+
+/// Opens the job's stdout and stderr files (appending: a retry adds to them).
+status open_logs(const launch_request& req, int& out_fd, int& err_fd) {
+  out_fd = ::open(req.stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  err_fd = ::open(req.stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (out_fd >= 0 && err_fd >= 0)
+    return {};
+  failure f{"cannot open log file " + req.stdout_path + ": " + std::strerror(errno)};
+  if (out_fd >= 0)
+    ::close(out_fd);
+  if (err_fd >= 0)
+    ::close(err_fd);
+  return f;
+}
+
+/// What the child reported before it could exec: a chdir (`in_workdir`) or exec failure.
+std::string exec_failure(const launch_request& req, bool in_workdir, int err, bool has_slash) {
+  if (in_workdir)
+    return "working directory '" + req.workdir + "': " + std::strerror(err);
+  if (err == ENOENT)
+    return "executable '" + req.argv[0] + "' not found"
+           + (has_slash ? std::string{} : std::string(" in PATH"));
+  return "cannot execute '" + req.argv[0] + "': " + std::strerror(err);
+}
+
+} // namespace
+
 launch_result launcher::impl::do_spawn(const launch_request& req) {
   launch_result res;
   if (req.argv.empty()) {
@@ -150,14 +200,9 @@ launch_result launcher::impl::do_spawn(const launch_request& req) {
       return res;
     }
   }
-  int out_fd = ::open(req.stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  int err_fd = ::open(req.stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (out_fd < 0 || err_fd < 0) {
-    res.error = "cannot open log file " + req.stdout_path + ": " + std::strerror(errno);
-    if (out_fd >= 0)
-      ::close(out_fd);
-    if (err_fd >= 0)
-      ::close(err_fd);
+  int out_fd = -1, err_fd = -1;
+  if (auto bad = open_logs(req, out_fd, err_fd); !bad) {
+    res.error = bad.error();
     return res;
   }
   std::string cgroup_procs;
@@ -191,23 +236,7 @@ launch_result launcher::impl::do_spawn(const launch_request& req) {
   }
   const char* file = argv[0];
   bool has_slash = std::strchr(file, '/') != nullptr;
-  // Candidate paths for the executable (execvpe's search uses the runtime's PATH; the
-  // job's own PATH is the one that should count).
-  std::vector<std::string> candidates;
-  if (has_slash) {
-    candidates.push_back(file);
-  } else {
-    std::string path = path_env.empty() ? "/usr/local/bin:/usr/bin:/bin" : path_env;
-    size_t pos = 0;
-    while (pos <= path.size()) {
-      auto colon = path.find(':', pos);
-      auto dir = path.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
-      candidates.push_back((dir.empty() ? "." : dir) + "/" + file);
-      if (colon == std::string::npos)
-        break;
-      pos = colon + 1;
-    }
-  }
+  auto candidates = exec_candidates(file, path_env);
   child_args child;
   child.parent = self_pid;
   child.status_fd = status_pipe[1];
@@ -254,13 +283,7 @@ launch_result launcher::impl::do_spawn(const launch_request& req) {
     ::waitpid(pid, nullptr, 0);
     if (!res.cgroup_dir.empty())
       ::rmdir(res.cgroup_dir.c_str());
-    if (payload[0] == 1)
-      res.error = "working directory '" + req.workdir + "': " + std::strerror(payload[1]);
-    else if (payload[1] == ENOENT)
-      res.error = "executable '" + req.argv[0] + "' not found"
-                  + (has_slash ? std::string{} : std::string(" in PATH"));
-    else
-      res.error = "cannot execute '" + req.argv[0] + "': " + std::strerror(payload[1]);
+    res.error = exec_failure(req, payload[0] == 1, payload[1], has_slash);
     return res;
   }
   res.pid = pid;

@@ -80,4 +80,9 @@ private:
 /// the exit code or -1. Not for jobs.
 int run_and_wait(const std::vector<std::string>& argv, const std::string& stdout_path);
 
+/// Where an executable named `file` is looked for: itself when it contains a '/', else
+/// each directory of `path_env` (the job's PATH; empty: /usr/local/bin:/usr/bin:/bin),
+/// an empty entry meaning the working directory.
+std::vector<std::string> exec_candidates(const std::string& file, const std::string& path_env);
+
 } // namespace monkey

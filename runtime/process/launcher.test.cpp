@@ -168,3 +168,13 @@ TEST_CASE("leftovers of an earlier run are recognised by group and start time",
     usleep(10000);
   CHECK(pids_in_group(s.pgid, s.start_ticks).empty());
 }
+
+TEST_CASE("an executable is looked for in the job's PATH, in order", "[runtime][launcher]") {
+  using v = std::vector<std::string>;
+  CHECK(exec_candidates("./run.sh", "/opt/bin") == v{"./run.sh"});
+  CHECK(exec_candidates("/bin/true", "") == v{"/bin/true"});
+  CHECK(exec_candidates("python3", "/opt/bin:/usr/bin") == v{"/opt/bin/python3", "/usr/bin/python3"});
+  CHECK(exec_candidates("x", "") == v{"/usr/local/bin/x", "/usr/bin/x", "/bin/x"});
+  CHECK(exec_candidates("x", "/a::/b") == v{"/a/x", "./x", "/b/x"});
+  CHECK(exec_candidates("x", "/a:") == v{"/a/x", "./x"});
+}

@@ -18,9 +18,11 @@ machine. Afterwards every stopped node is resumed and every cut one reconnected,
 A run with any anomaly prints it with the seed that replays it (--seed S --runs 1).
 Exit status: 0 when every run had 0 anomalies."""
 import argparse
+import collections
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -166,6 +168,7 @@ def run_once(args, run_seed, log):
                          for t, a, v, r in plan)
         log(f"run seed {run_seed}: faults [{faults or 'none'}], {hogs_n} hogs; {desc}")
         acked, cancel_later = [], []
+        refused = collections.Counter()  # why submits were not acknowledged
         pending = list(plan)
         stopped_long, cut = [], []
         done_count = 0
@@ -181,6 +184,9 @@ def run_once(args, run_seed, log):
                 acked.append(jid)
                 if rng.random() < 0.05:
                     cancel_later.append(jid)
+            else:
+                why = "no answer" if r is None else (r.stderr.strip().splitlines() or ["?"])[-1]
+                refused[re.sub(r"[0-9A-Z]{26}|[0-9a-f]{8,}|\d+", "N", why)[:100]] += 1
             if cancel_later and rng.random() < 0.2:
                 s.monkey(entry, "cancel", cancel_later.pop(0), timeout=30)
             # Events by progress (jobs submitted stand in for jobs finished: they are short).
@@ -301,6 +307,9 @@ def run_once(args, run_seed, log):
         if short:
             anomalies.append(f"{len(short)} jobs with fewer than {want} final copies on live "
                              f"nodes: {dict(list(short.items())[:3])}")
+        if refused:
+            log(f"  {sum(refused.values())} submits not acknowledged: "
+                + "; ".join(f"{n}x {w}" for w, n in refused.most_common(3)))
         log(f"  {len(acked)} acknowledged jobs; {len(anomalies)} anomalies"
             + "".join(f"\n    ANOMALY {a}" for a in anomalies))
     finally:

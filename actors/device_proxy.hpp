@@ -7,12 +7,12 @@
 // that the coordinator, the gateway and the network run on.
 //
 // Receives:
-//   (run_tasks, task_chunk)    from the coordinator; queued when every slot is busy
+//   (run_tasks, task_chunk)    from the task dispatcher; queued when every slot is busy
 //   (info)                     → std::string: msgpack device_row (client protocol)
 //   (tree)                     → std::string: msgpack tree_node of itself and its workers
 // Sends to the sender of the chunk: (task_done, chunk_result).
 // A task worker that dies is replaced, and its chunk runs again (at-least-once; the
-// coordinator records each task's final state once).
+// task dispatcher records each task's final state once).
 
 #include <caf/fwd.hpp>
 

@@ -14,8 +14,8 @@
 namespace monkey {
 
 /// Sets up logging once: to `file` when given (daemons), else to stderr. The file is
-/// rotated: at `max_bytes` it becomes FILE.1 (FILE.1 becomes FILE.2, ...), and at most
-/// `files` old ones are kept.
+/// rotated: at `max_bytes` NAME.EXT becomes NAME.1.EXT (which becomes NAME.2.EXT, ...),
+/// and at most `files` old ones are kept.
 void init_logging(const std::string& file, size_t max_bytes = 64u << 20, size_t files = 5);
 
 /// The logger of an area ("coordinator", "journal", "launcher", "devices", "gateway", ...).

@@ -209,7 +209,8 @@ void add_options(CLI::App& app, options& opt) {
     ->capture_default_str();
   app.add_option("--log-file", opt.log_file, "log file (default DATA_DIR/runtime.log; - for stderr)");
   app.add_option("--log-max-size", opt.log_max_size,
-                 "rotate the log file at this size (e.g. 64M); older ones are FILE.1, FILE.2, ...")
+                 "rotate the log file at this size (e.g. 64M); older ones get an index before the "
+                 "extension: runtime.1.log, runtime.2.log, ...")
     ->capture_default_str();
   app.add_option("--log-files", opt.log_files, "rotated log files kept")
     ->check(CLI::Range(1, 1000))

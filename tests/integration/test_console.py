@@ -39,7 +39,17 @@ def console_repl(c):
     jid = c.submit("--name", "sleeper", "--", "sleep", "30")
     wait_until(lambda: c.show(jid)["state"] == "running", 30, "running")
     p = Pty(c.env)
-    p.read_until("monkey> ")
+    banner = p.read_until("monkey> ")
+    check("drain" in banner and "quit" in banner, f"the banner names every verb: {banner}")
+    p.send("help\r")
+    out = p.read_until("monkey> ")
+    listed = next((ln.split()[1:] for ln in out.splitlines() if ln.startswith("commands:")), [])
+    check("drain" in listed and "submit" in listed
+          and not {"up", "down", "certs", "console"} & set(listed),
+          f"help lists the console's commands, not up/down/certs/console: {out}")
+    p.send("help submit\r")
+    out = p.read_until("monkey> ")
+    check("--retries" in out, f"help VERB shows the verb's options: {out}")
     p.send("jobs\r")
     out = p.read_until("monkey> ")
     check("sleeper" in out and "running" in out, f"jobs listed: {out}")

@@ -15,8 +15,30 @@ namespace monkey {
 
 namespace {
 
-const char* const verbs[] = {"submit", "jobs",  "status", "show", "logs", "cancel", "why",
-                             "devices", "nodes", "tree",  "kill", "tasks", "help", "exit", nullptr};
+/// The verbs that run over the console's connection (the banner, `help` and completion list
+/// these; `up`, `down`, `certs` act on this machine and `console` is refused here).
+const char* const verbs[] = {"submit", "jobs",  "status", "show",  "logs", "cancel", "why",
+                             "devices", "nodes", "drain", "tree", "kill", "tasks", nullptr};
+/// The console's own words.
+const char* const own_words[] = {"help", "exit", "quit", nullptr};
+
+/// "submit jobs … tasks": the verbs, space-separated.
+std::string verb_list() {
+  std::string out;
+  for (auto* v = verbs; *v; ++v)
+    out += (out.empty() ? "" : " ") + std::string(*v);
+  return out;
+}
+
+/// What `help` prints (`help VERB` runs `VERB --help` instead).
+void print_help() {
+  std::printf("commands: %s\n"
+              "  COMMAND --help (or help COMMAND) shows its options; --json works on listings\n"
+              "  help; exit, quit or Ctrl-D leaves the console\n"
+              "  (up, down and certs are not console commands: run them with monkey in a shell)\n",
+              verb_list().c_str());
+  std::fflush(stdout);
+}
 
 client* completion_client = nullptr;
 std::vector<std::string> completion_words;
@@ -47,8 +69,9 @@ char** complete(const char* text, int start, int /*end*/) {
   std::string before(rl_line_buffer, static_cast<size_t>(start));
   auto words = split_words(before);
   if (start == 0 || !words || words->empty()) {
-    for (auto* v = verbs; *v; ++v)
-      completion_words.emplace_back(*v);
+    for (auto* list : {verbs, own_words})
+      for (auto* v = list; *v; ++v)
+        completion_words.emplace_back(*v);
   } else if ((*words)[0] == "kill" && completion_client) {
     // Actor paths from the live tree.
     if (auto body = completion_client->call(verb::tree, std::string{}, std::chrono::seconds(3)))
@@ -153,8 +176,8 @@ int run_console(const console_options& opt, cli_function run) {
   completion_client = c.get();
   rl_attempted_completion_function = complete;
   rl_completion_append_character = ' ';
-  std::printf("monkey console on %s — commands: submit jobs status show logs cancel why "
-              "devices nodes tree kill tasks; help; exit or Ctrl-D\n", c->address().c_str());
+  std::printf("monkey console on %s — commands: %s; help; exit, quit or Ctrl-D\n",
+              c->address().c_str(), verb_list().c_str());
   std::fflush(stdout);
   for (;;) {
     char* raw = ::readline("monkey> ");
@@ -171,7 +194,10 @@ int run_console(const console_options& opt, cli_function run) {
     if (words && !words->empty() && ((*words)[0] == "exit" || (*words)[0] == "quit"))
       break;
     if (words && !words->empty() && (*words)[0] == "help") {
-      run_line("--help", run, c.get());
+      if (words->size() > 1)
+        run_line((*words)[1] + " --help", run, c.get());
+      else
+        print_help();
       continue;
     }
     if (words && !words->empty() && (*words)[0] == "console") {

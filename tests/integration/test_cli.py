@@ -48,6 +48,12 @@ def wait_exit_codes(c):
     check(c.monkey("submit", "--wait", "--timeout", "1", "--", "sleep", "30",
                    check_rc=False).returncode == 124, "timeout exits 124")
     check(c.monkey("submit", "--wait", "--", "true").returncode == 0, "success exits 0")
+    # --wait says on stderr how the job ended: a mistyped program or a timeout is not silent.
+    r = c.monkey("submit", "--wait", "--", "/no/such/program", check_rc=False)
+    check(r.returncode != 0 and "failed" in r.stderr and "not found" in r.stderr,
+          f"--wait names the state and the cause: {r.stderr}")
+    r = c.monkey("submit", "--wait", "--timeout", "1", "--", "sleep", "30", check_rc=False)
+    check("timed_out" in r.stderr, f"--wait names a timeout: {r.stderr}")
 
 
 def dependencies_and_arrays(c):

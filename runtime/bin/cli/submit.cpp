@@ -3,6 +3,7 @@
 #include "runtime/bin/cli/cli.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <iostream>
 #include <thread>
 #include <unistd.h>
@@ -110,6 +111,22 @@ expected<job_spec> build_spec(const submit_options& o, const CLI::App& sub,
   return spec;
 }
 
+/// `--wait`: one line on stderr saying how the job ended (its state, the last attempt and
+/// its cause, or why it never ran), so that a mistyped program or a timeout is not silent.
+void say_how_it_ended(const job_record& rec) {
+  std::string how = rec.id.str() + " " + to_string(rec.state);
+  if (!rec.attempts.empty()) {
+    auto& a = rec.attempts.back();
+    how += " (attempt " + std::to_string(a.number);
+    if (!a.cause.empty())
+      how += ": " + a.cause;
+    how += ")";
+  } else if (!rec.reason.empty()) {
+    how += " (" + rec.reason + ")";
+  }
+  std::fprintf(stderr, "monkey: job %s\n", how.c_str());
+}
+
 int run_submit(context& ctx, const submit_options& o, const CLI::App& sub) {
   auto spec = build_spec(o, sub, ctx.command);
   if (!spec)
@@ -144,6 +161,7 @@ int run_submit(context& ctx, const submit_options& o, const CLI::App& sub) {
       if (!s)
         return fail("wait: " + s.error());
       if (is_final(s->record.state)) {
+        say_how_it_ended(s->record);
         worst = std::max(worst, exit_code_of(s->record));
         break;
       }
@@ -178,7 +196,7 @@ verb_def add_submit(CLI::App& app) {
   s->add_option("--set", o->sets, "parameter NAME=VALUE (repeatable)");
   s->add_option("--after", o->afters, "ok:ID or any:ID (repeatable)");
   s->add_option("--array", o->array, "array of jobs, e.g. 0-99, 1,3,5 or 0-99:10");
-  s->add_flag("--wait", o->wait, "wait for the job and exit with its exit code");
+  s->add_flag("--wait", o->wait, "wait for the job, say how it ended (stderr) and exit with its exit code");
   s->add_option("--key", o->key,
                 "idempotency key: submitting again with the same key (after an error or a lost "
                 "answer) creates nothing new and returns the same ids (default: a new key)");

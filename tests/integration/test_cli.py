@@ -61,13 +61,18 @@ def dependencies_and_arrays(c):
     out = os.path.join(c.home, "out")
     first = c.submit("--", "sh", "-c", f"sleep 1; echo first >> {out}")
     second = c.submit("--after", f"ok:{first}", "--", "sh", "-c", f"echo second >> {out}")
+    # --after takes a unique suffix, as every verb does.
+    third = c.submit("--after", f"ok:{second[-10:]}", "--", "sh", "-c", f"echo third >> {out}")
+    r = c.monkey("submit", "--after", "ok:ZZZZZZZZZZ", "--", "true", check_rc=False)
+    check(r.returncode != 0 and "--after ok:ZZZZZZZZZZ" in r.stderr and "no job" in r.stderr,
+          f"an unknown suffix is named: {r.stderr}")
     w = c.monkey("why", second).stdout
     check("waits for job" in w, f"why names the dependency: {w}")
     ids = c.monkey("submit", "--array", "0-9:3", "--", "sh", "-c",
                    'echo $MONKEY_ARRAY_INDEX').stdout.split()[-4:]
     check(len(ids) == 4, "4 array elements")
-    c.wait_final(second)
-    check(open(out).read() == "first\nsecond\n", "order kept")
+    c.wait_final(third)
+    check(open(out).read() == "first\nsecond\nthird\n", "order kept")
     logs = sorted(c.monkey("logs", i).stdout.strip() for i in ids)
     check(logs == ["0", "3", "6", "9"], f"indices {logs}")
     gpu = c.submit("--gpus", "2", "--", "true")

@@ -127,7 +127,36 @@ void say_how_it_ended(const job_record& rec) {
   std::fprintf(stderr, "monkey: job %s\n", how.c_str());
 }
 
-int run_submit(context& ctx, const submit_options& o, const CLI::App& sub) {
+/// `--after` takes a unique suffix of a job id, as every verb does: each suffix is resolved
+/// to the full id through `show`, which finds the job wherever the cluster holds it.
+expected<std::vector<std::string>> resolve_afters(context& ctx,
+                                                  const std::vector<std::string>& afters) {
+  std::vector<std::string> out;
+  for (auto& a : afters) {
+    auto colon = a.find(':');
+    auto kind = colon == std::string::npos ? std::string{} : a.substr(0, colon + 1);
+    auto id = colon == std::string::npos ? a : a.substr(colon + 1);
+    if (id.empty() || job_id::parse(id)) {
+      out.push_back(a); // a full id (or none: build_spec names the problem)
+      continue;
+    }
+    auto c = ctx.connect();
+    if (!c)
+      return failure{c.error()};
+    auto s = (*c)->call<show_reply>(verb::show, id_request{id});
+    if (!s)
+      return failure{"--after " + a + ": " + s.error()};
+    out.push_back(kind + s->record.id.str());
+  }
+  return out;
+}
+
+int run_submit(context& ctx, const submit_options& given, const CLI::App& sub) {
+  auto afters = resolve_afters(ctx, given.afters);
+  if (!afters)
+    return fail(afters.error());
+  submit_options o = given;
+  o.afters = std::move(*afters);
   auto spec = build_spec(o, sub, ctx.command);
   if (!spec)
     return fail(spec.error(), exit_usage);
@@ -194,7 +223,7 @@ verb_def add_submit(CLI::App& app) {
   s->add_option("--env", o->envs, "NAME=VALUE (repeatable)");
   s->add_option("--seed", o->seed, "random seed (MONKEY_SEED)");
   s->add_option("--set", o->sets, "parameter NAME=VALUE (repeatable)");
-  s->add_option("--after", o->afters, "ok:ID or any:ID (repeatable)");
+  s->add_option("--after", o->afters, "ok:ID or any:ID, ID a unique suffix of 6 or more (repeatable)");
   s->add_option("--array", o->array, "array of jobs, e.g. 0-99, 1,3,5 or 0-99:10");
   s->add_flag("--wait", o->wait, "wait for the job, say how it ended (stderr) and exit with its exit code");
   s->add_option("--key", o->key,

@@ -68,10 +68,18 @@ def up_kill9_rejoin(c):
         ms = members(c, nodes[0]["address"])
         check(len(ms) == 3 and victim["pid"] not in ms,
               f"the same node (its id kept in its data directory), not a fourth: {ms}")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
-    down(c, pids[:2])
+    except BaseException:
+        proc.kill()
+        raise
+    # `down` stops what `up` started, also a node restarted by hand on its data directory.
+    r = c.monkey("down", timeout=120)
+    check("3 nodes stopped" in r.stdout, f"down counts the nodes it stopped: {r.stdout}")
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        check(False, "down stopped the node restarted by hand")
+    check(not any(pid_alive(p) for p in pids[:2]), "monkey down stopped every node")
 
 
 def sigstop_suspect_dead_refute(c):

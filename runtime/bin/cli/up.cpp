@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
@@ -298,17 +299,30 @@ int cluster_up(const up_options& opt) {
   return 0;
 }
 
+/// The runtime of node `n` now: the one whose pid its data directory holds (a node restarted
+/// by hand on the same directory writes its own), else the one `up` started; 0 if neither runs.
+int running_pid(const up_node& n) {
+  int pid = std::atoi(read_text(n.data_dir + "/pid").c_str());
+  if (runtime_alive(pid))
+    return pid;
+  return runtime_alive(n.pid) ? n.pid : 0;
+}
+
 int cluster_down(double grace_s) {
   auto home = monkey_home();
   auto up_path = home + "/up.json";
   auto nodes = read_up_file(up_path);
   if (nodes.empty())
     return fail("down: no cluster started by `monkey up` under " + home);
-  for (auto& n : nodes)
-    if (runtime_alive(n.pid)) {
-      ::kill(n.pid, SIGCONT); // a stopped node cannot act on SIGTERM
-      ::kill(n.pid, SIGTERM);
-    }
+  size_t running = 0;
+  for (auto& n : nodes) {
+    n.pid = running_pid(n);
+    if (n.pid == 0)
+      continue;
+    ++running;
+    ::kill(n.pid, SIGCONT); // a stopped node cannot act on SIGTERM
+    ::kill(n.pid, SIGTERM);
+  }
   auto deadline = std::chrono::steady_clock::now()
                   + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
   bool killed = false;
@@ -332,7 +346,9 @@ int cluster_down(double grace_s) {
   ::unlink(up_path.c_str());
   ::unlink((home + "/cluster").c_str());
   ::unlink((home + "/cluster.tls").c_str());
-  std::printf("%zu nodes stopped%s\n", nodes.size(),
+  auto gone = nodes.size() - running;
+  std::printf("%zu node%s stopped%s%s\n", running, running == 1 ? "" : "s",
+              gone ? (", " + std::to_string(gone) + " already not running").c_str() : "",
               killed ? " (some needed SIGKILL after the grace period)" : "");
   return 0;
 }

@@ -223,9 +223,11 @@ verb_def add_submit(CLI::App& app) {
   s->add_option("--env", o->envs, "NAME=VALUE (repeatable)");
   s->add_option("--seed", o->seed, "random seed (MONKEY_SEED)");
   s->add_option("--set", o->sets, "parameter NAME=VALUE (repeatable)");
-  s->add_option("--after", o->afters, "ok:ID or any:ID, ID a unique suffix of 6 or more (repeatable)");
+  s->add_option("--after", o->afters,
+                "ok:ID or any:ID, ID a unique suffix of 6 or more (repeatable)");
   s->add_option("--array", o->array, "array of jobs, e.g. 0-99, 1,3,5 or 0-99:10");
-  s->add_flag("--wait", o->wait, "wait for the job, say how it ended (stderr) and exit with its exit code");
+  s->add_flag("--wait", o->wait,
+              "wait for the job, say how it ended (stderr) and exit with its exit code");
   s->add_option("--key", o->key,
                 "idempotency key: submitting again with the same key (after an error or a lost "
                 "answer) creates nothing new and returns the same ids (default: a new key)");

@@ -3,14 +3,17 @@
 
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string_view>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
@@ -299,11 +302,36 @@ int cluster_up(const up_options& opt) {
   return 0;
 }
 
+/// Whether process `pid` has a file open in directory `dir` (a runtime keeps its journal
+/// open): tells a node's runtime from an unrelated one that reused a stale pid.
+bool holds_files_in(int pid, const std::string& dir) {
+  char real[PATH_MAX];
+  if (!::realpath(dir.c_str(), real))
+    return false;
+  std::string prefix = std::string(real) + "/";
+  auto fds = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = ::opendir(fds.c_str());
+  if (!d)
+    return false;
+  bool found = false;
+  while (auto* e = ::readdir(d)) {
+    char target[PATH_MAX];
+    auto n = ::readlink((fds + "/" + e->d_name).c_str(), target, sizeof(target) - 1);
+    std::string_view path(target, n > 0 ? static_cast<size_t>(n) : 0);
+    if (path.substr(0, prefix.size()) == prefix) {
+      found = true;
+      break;
+    }
+  }
+  ::closedir(d);
+  return found;
+}
+
 /// The runtime of node `n` now: the one whose pid its data directory holds (a node restarted
 /// by hand on the same directory writes its own), else the one `up` started; 0 if neither runs.
 int running_pid(const up_node& n) {
   int pid = std::atoi(read_text(n.data_dir + "/pid").c_str());
-  if (runtime_alive(pid))
+  if (pid != n.pid && runtime_alive(pid) && holds_files_in(pid, n.data_dir))
     return pid;
   return runtime_alive(n.pid) ? n.pid : 0;
 }

@@ -111,20 +111,12 @@ expected<job_spec> build_spec(const submit_options& o, const CLI::App& sub,
   return spec;
 }
 
-/// `--wait`: one line on stderr saying how the job ended (its state, the last attempt and
-/// its cause, or why it never ran), so that a mistyped program or a timeout is not silent.
+/// `--wait`: one line on stderr saying how the job ended, as `show` does (its state and the
+/// record's reason: the last attempt and its cause, or why it never ran), so that a
+/// mistyped program or a timeout is not silent.
 void say_how_it_ended(const job_record& rec) {
-  std::string how = rec.id.str() + " " + to_string(rec.state);
-  if (!rec.attempts.empty()) {
-    auto& a = rec.attempts.back();
-    how += " (attempt " + std::to_string(a.number);
-    if (!a.cause.empty())
-      how += ": " + a.cause;
-    how += ")";
-  } else if (!rec.reason.empty()) {
-    how += " (" + rec.reason + ")";
-  }
-  std::fprintf(stderr, "monkey: job %s\n", how.c_str());
+  std::fprintf(stderr, "monkey: job %s %s — %s\n", rec.id.str().c_str(), to_string(rec.state),
+               rec.reason.c_str());
 }
 
 /// `--after` takes a unique suffix of a job id, as every verb does: each suffix is resolved

@@ -157,7 +157,18 @@ TEST_CASE("a command job runs with its parameters and reports metrics", "[actors
   CHECK(read_log(*c, id) == "lr=0.1 seed=77 arg=0.1\nMONKEY_METRIC step=1 loss=0.5\n"
                             "MONKEY_METRIC step=2 loss=0.25\n");
   CHECK(r.last_metrics.at("loss") == Approx(0.25));
-  CHECK(r.last_metrics.at("step") == 2);
+  CHECK(r.last_metrics.count("step") == 0); // step= names the line's points
+  REQUIRE(r.metric_history.count("loss"));
+  CHECK(r.metric_history.at("loss").count == 2);
+  CHECK(r.metric_history.at("loss").first == Approx(0.5));
+  id_request series{id.str()};
+  series.metric = "loss";
+  auto s = c->call<show_reply>(verb::show, series);
+  REQUIRE(s);
+  REQUIRE(s->series.size() == 2);
+  CHECK(s->series[0].step == 1);
+  CHECK(s->series[1].step == 2);
+  CHECK(s->series[1].value == Approx(0.25));
 }
 
 TEST_CASE("a failing job is retried exactly --retries times", "[actors][coordinator]") {

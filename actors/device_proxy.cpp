@@ -154,16 +154,26 @@ caf::behavior proxy_impl(proxy_actor* self, devices::device_info info) {
       }
       return encode(me);
     },
-    [=](atoms::kill, const std::string& name) -> caf::result<std::string> {
+    // (kill, name, shown): shown is the path as the user gave it; the answer has the
+    // supervisors' form (runtime/supervision/supervisor.cpp).
+    [=](atoms::kill, const std::string& name,
+        const std::string& shown) -> caf::result<std::string> {
       auto& st = self->state;
       for (size_t i = 0; i < st.slots.size(); ++i) {
         if ("slot" + std::to_string(i) != name || !st.slots[i].worker)
           continue;
         // Anonymously, for the reason the coordinator kills its workers so.
+        auto id = st.slots[i].worker.id();
         caf::anon_send_exit(st.slots[i].worker, caf::exit_reason::user_shutdown);
-        return "killed " + st.info.name + "/" + name + "; the proxy replaces it";
+        return "killed " + shown + " (#" + std::to_string(id) + "); its supervisor " + st.info.name
+               + " (the device proxy) replaces it";
       }
       return make_error(errc::not_found, "no task worker '" + name + "' on " + st.info.name);
+    },
+    [=](atoms::kill, const std::string& name) -> caf::result<std::string> {
+      self->delegate(caf::actor_cast<caf::actor>(self), atoms::kill::value, name,
+                     self->state.info.name + "/" + name);
+      return caf::delegated<std::string>{};
     },
   };
 }

@@ -68,6 +68,8 @@ caf::behavior journal_impl(journal_actor* self, std::shared_ptr<journal> store) 
         st.pending.task_ranges.push_back(std::move(r));
       for (auto& id : batch.erase)
         st.pending.erase.push_back(id);
+      for (auto& id : batch.tombstones)
+        st.pending.tombstones.push_back(id);
       auto rp = self->make_response_promise();
       st.waiting.push_back(rp);
       // Everything already in the mailbox joins this commit: the flush goes behind it.
@@ -100,6 +102,13 @@ caf::behavior journal_impl(journal_actor* self, std::shared_ptr<journal> store) 
         return make_error(errc::journal_failure, "cannot load the journal: " + recs.error());
       return std::move(*recs);
     },
+    [=](atoms::load_tombstones) -> caf::result<id_list> {
+      commit(self);
+      auto t = self->state.store->load_tombstones();
+      if (!t)
+        return make_error(errc::journal_failure, "cannot load the tombstones: " + t.error());
+      return std::move(*t);
+    },
     [=](atoms::load_tasks) -> caf::result<task_state_list> {
       commit(self);
       auto tasks = self->state.store->load_tasks();
@@ -116,6 +125,28 @@ caf::behavior journal_impl(journal_actor* self, std::shared_ptr<journal> store) 
       for (auto& [k, m] : *last)
         out[k] = m.value;
       return out;
+    },
+    [=](atoms::last_metrics, const id_list& ids) -> caf::result<metrics_by_job> {
+      commit(self);
+      auto last = self->state.store->last_metrics_of(ids);
+      if (!last)
+        return make_error(errc::journal_failure, last.error());
+      return std::move(*last);
+    },
+    [=](atoms::metric_sum, const job_id& id) -> caf::result<metric_stats_map> {
+      commit(self);
+      auto s = self->state.store->metric_summary(id);
+      if (!s)
+        return make_error(errc::journal_failure, s.error());
+      return std::move(*s);
+    },
+    [=](atoms::metric_sum, const job_id& id, const std::string& key,
+        uint32_t limit) -> caf::result<metric_batch> {
+      commit(self);
+      auto points = self->state.store->metrics(id, key, limit);
+      if (!points)
+        return make_error(errc::journal_failure, points.error());
+      return std::move(*points);
     },
     [=](atoms::compact, int64_t cutoff_ms, const id_list& keep) -> caf::result<size_t> {
       commit(self);

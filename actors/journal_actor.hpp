@@ -10,7 +10,11 @@
 //   (metric, vector<metric_point>)  → nothing (buffered; flushed within 250 ms)
 //   (flush, bool)                   → true once everything received is committed
 //   (load)                          → vector<job_record>
+//   (load_tombstones)               → vector<job_id> (jobs deleted by `monkey rm`)
 //   (last_metrics, job_id)          → map<string, double>
+//   (last_metrics, vector<job_id>)  → map<job_id, map<string, double>> (jobs with metrics)
+//   (metric_sum, job_id)            → map<string, metric_stats>
+//   (metric_sum, job_id, key, limit) → vector<metric_point> (the key's points in order)
 //   (compact, int64_t cutoff_ms)    → size_t (jobs removed)
 
 #include <memory>

@@ -25,6 +25,8 @@ using metric_map = std::map<std::string, double>;
 using task_state_list = std::vector<journal::task_state>;
 using id_list = std::vector<job_id>;
 using member_list = std::vector<member>;
+using metric_stats_map = std::map<std::string, metric_stats>;
+using metrics_by_job = std::map<job_id, metric_map>;
 
 } // namespace monkey
 
@@ -41,3 +43,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::chunk_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::task_state_list)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::id_list)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::member_list)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::metric_stats_map)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::metrics_by_job)

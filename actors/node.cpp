@@ -111,10 +111,12 @@ child_spec membership_child(const node_setup& setup, std::shared_ptr<publish_sta
   mc.seeds = setup.seeds;
   mc.suspicion_timeout = setup.suspicion_timeout;
   auto advertise = setup.advertise;
+  auto name = setup.name;
   return {"membership",
-          [mc, pub, advertise](caf::actor_system& s, const sibling_map&) {
+          [mc, pub, advertise, name](caf::actor_system& s, const sibling_map&) {
             auto c = mc;
             c.self.address = !advertise.empty() ? advertise : published_address(*pub);
+            c.self.name = !name.empty() ? name : default_node_name(c.self.address);
             return spawn_membership(s, c);
           },
           restart_policy::permanent, false};

@@ -38,6 +38,7 @@ struct node_setup {
   std::string host = "127.0.0.1"; ///< "" or "0.0.0.0": all interfaces
   uint16_t port = 0;
   std::string advertise;          ///< host:port other nodes reach this one at ("": the bound one)
+  std::string name;               ///< --name ("": the host name and the bound port)
   std::vector<std::string> seeds; ///< members to join through (--join)
   std::chrono::milliseconds suspicion_timeout{1500};
   uint32_t task_chunk = 256;      ///< most tasks handed to a device proxy in one message

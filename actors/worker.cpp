@@ -3,6 +3,7 @@
 
 #include <csignal>
 #include <fcntl.h>
+#include <map>
 #include <unistd.h>
 
 #include <caf/all.hpp>
@@ -33,6 +34,9 @@ struct worker_state {
   double tokens = 0;
   int64_t last_refill_ms = 0;
   uint64_t dropped_metrics = 0;
+  std::map<std::string, int64_t> steps; ///< points so far per key (the default step)
+  int64_t over_limit_kb = 0; ///< the memory watch killed it with this much resident
+  int ticks = 0;
   static inline const char* name = "worker";
 };
 
@@ -67,13 +71,25 @@ void scan_metrics(worker_actor* self) {
       std::string_view line(st.partial_line.data() + start, nl - start);
       std::vector<std::pair<std::string, double>> kv;
       if (parse_metric_line(line, kv)) {
+        // `step=` and `rank=` name the line's points rather than being metrics.
+        int64_t step = -1;
+        int32_t rank = 0;
+        for (auto& [k, v] : kv)
+          if (k == "step")
+            step = static_cast<int64_t>(v);
+          else if (k == "rank")
+            rank = static_cast<int32_t>(v);
         for (auto& [k, v] : kv) {
+          if (k == "step" || k == "rank")
+            continue;
+          auto n = ++st.steps[k];
           if (st.tokens < 1) {
             ++st.dropped_metrics;
             continue;
           }
           st.tokens -= 1;
-          points.push_back(metric_point{st.args.job, st.args.attempt, now, k, v});
+          points.push_back(
+            metric_point{st.args.job, st.args.attempt, now, k, v, step >= 0 ? step : n, rank});
         }
       }
       start = nl + 1;
@@ -83,8 +99,27 @@ void scan_metrics(worker_actor* self) {
       st.partial_line.clear();
   }
   ::close(fd);
+  // Through the coordinator: it journals them and sends them on to the job's holders.
   if (!points.empty())
-    self->send(st.journal, atoms::metric::value, std::move(points));
+    self->send(st.coordinator, atoms::metric::value, std::move(points));
+}
+
+/// `--mem` where the cgroup sets no memory.max (no cgroup v2, or no memory controller): the
+/// resident memory of the job's process group is read every second, and a job over its
+/// limit is killed at once (SIGKILL, as the OOM killer would).
+void watch_memory(worker_actor* self) {
+  auto& st = self->state;
+  if (st.args.mem_limit_mb <= 0 || st.pgid <= 0 || st.over_limit_kb > 0 || st.exited)
+    return;
+  if (++st.ticks % 2 != 0 || cgroup_memory_limited(st.cgroup))
+    return;
+  auto rss = group_rss_kb(st.pgid);
+  if (rss <= st.args.mem_limit_mb * 1024)
+    return;
+  st.over_limit_kb = rss;
+  st.log->warn("job {} attempt {}: {} MB resident, over its --mem limit of {} MB: killed",
+               st.args.job.short_str(), st.args.attempt, rss / 1024, st.args.mem_limit_mb);
+  signal_job(st.cgroup, st.pgid, SIGKILL);
 }
 
 void begin_stop(worker_actor* self, const std::string& reason) {
@@ -123,7 +158,14 @@ attempt_result judge(worker_state& st, const exit_info& ex) {
     r.outcome = "failed";
     r.cause = how;
     if (cgroup_oom_killed(st.cgroup)) {
-      r.cause = "killed by the OOM killer (cgroup memory.events)";
+      r.cause = st.args.mem_limit_mb > 0
+                  ? "killed by the OOM killer: over its --mem limit of "
+                      + std::to_string(st.args.mem_limit_mb) + " MB (cgroup memory.max)"
+                  : "killed by the OOM killer (cgroup memory.events)";
+    } else if (st.over_limit_kb > 0) {
+      r.cause = "killed: out of memory, " + std::to_string(st.over_limit_kb / 1024)
+                + " MB resident over its --mem limit of " + std::to_string(st.args.mem_limit_mb)
+                + " MB (the runtime's memory watch; no cgroup memory limit here)";
     } else if (ex.term_signal == SIGKILL) {
       bool near_limit = st.args.mem_limit_mb > 0
                         && ex.max_rss_kb >= st.args.mem_limit_mb * 1024 * 9 / 10;
@@ -242,6 +284,7 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
       if (self->state.exited)
         return;
       scan_metrics(self);
+      watch_memory(self);
       self->delayed_send(self, std::chrono::milliseconds(500), atoms::tick::value);
     },
   };

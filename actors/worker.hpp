@@ -32,7 +32,7 @@ struct worker_args {
   double timeout_s = 0;          ///< 0: none
   int64_t started_ms = 0;        ///< for the remaining timeout after a re-adoption
   std::string stdout_path;
-  int64_t mem_limit_mb = 0;      ///< for the OOM best guess
+  int64_t mem_limit_mb = 0;      ///< --mem: cgroup memory.max, else the memory watch (1 s)
   std::chrono::milliseconds kill_grace{10000};
   uint32_t metric_rate = 50;     ///< points per second per job (burst 10x)
 };

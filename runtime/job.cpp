@@ -3,6 +3,7 @@
 
 #include "monkey/sdk/attempt.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -58,6 +59,9 @@ status validate(const job_spec& s) {
     return failure{"priority: must be between -1000000 and 1000000"};
   if (s.name.size() > 256)
     return failure{"name: longer than 256 characters"};
+  if (!(s.retry_backoff_s >= 0) || !(s.retry_backoff_max_s >= 0) || s.retry_backoff_s > 86400
+      || s.retry_backoff_max_s > 86400)
+    return failure{"retry_backoff: waits from 0 to 1 day"};
   for (auto& d : s.after) {
     if (d.kind != "ok" && d.kind != "any")
       return failure{"after: dependency kind must be ok or any, got '" + d.kind + "'"};
@@ -197,8 +201,35 @@ expected<std::vector<std::string>> substitute_params(const job_spec& spec) {
   return out;
 }
 
+double retry_delay_s(const job_spec& spec, int32_t k) {
+  if (spec.retry_backoff_s <= 0 || k < 1)
+    return 0;
+  double d = spec.retry_backoff_s;
+  for (int32_t i = 1; i < k && d < spec.retry_backoff_max_s; ++i)
+    d *= 2;
+  return std::min(d, std::max(spec.retry_backoff_max_s, spec.retry_backoff_s));
+}
+
 std::string display_name(const job_spec& spec) {
-  std::string base = spec.name;
+  // `{param}` and `{array_index}` in the name are filled as in the command ("sweep-lr{lr}"
+  // → "sweep-lr0.1"); anything else stays as written.
+  std::string base;
+  bool indexed = false;
+  for (size_t i = 0; i < spec.name.size(); ++i) {
+    auto end = spec.name[i] == '{' ? spec.name.find('}', i) : std::string::npos;
+    auto key = end == std::string::npos ? std::string{} : spec.name.substr(i + 1, end - i - 1);
+    auto it = spec.params.find(key);
+    if (it != spec.params.end()) {
+      base += it->second;
+      i = end;
+    } else if (key == "array_index" && spec.array_index >= 0) {
+      base += std::to_string(spec.array_index);
+      indexed = true;
+      i = end;
+    } else {
+      base += spec.name[i];
+    }
+  }
   if (base.empty() && !spec.app.empty())
     base = spec.app;
   if (base.empty() && !spec.command.empty()) {
@@ -206,7 +237,7 @@ std::string display_name(const job_spec& spec) {
     if (auto slash = base.rfind('/'); slash != std::string::npos)
       base = base.substr(slash + 1);
   }
-  if (spec.array_index >= 0)
+  if (spec.array_index >= 0 && !indexed)
     base += "[" + std::to_string(spec.array_index) + "]";
   return base;
 }

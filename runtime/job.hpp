@@ -57,9 +57,13 @@ struct job_spec {
   int32_t array_index = -1; ///< set on each element of an array
   std::string user;         ///< submitting user and host
   std::string host;
+  /// The wait before retry k is min(retry_backoff_max_s, retry_backoff_s * 2^(k-1));
+  /// 0 retries at once (`--retry-backoff 1s..1m`, spec key `retry_backoff`).
+  double retry_backoff_s = 1;
+  double retry_backoff_max_s = 60;
   MSGPACK_DEFINE_MAP(name, command, app, params, cpus, gpus, gpu_mem_mb, mem_mb, tags, retries,
                      max_requeues, timeout_s, priority, workdir, env, seed, has_seed, after, array,
-                     array_index, user, host);
+                     array_index, user, host, retry_backoff_s, retry_backoff_max_s);
 };
 
 struct attempt_record {
@@ -100,19 +104,39 @@ struct job_record {
   std::string client_key;
   std::vector<attempt_record> attempts;
   std::vector<std::string> replicas; ///< node ids holding the record, the owner first
+  int64_t not_before_ms = 0; ///< a retry waiting for its backoff starts no earlier (wall clock)
   MSGPACK_DEFINE_MAP(id, spec, state, version, owner, submit_seq, submitted_ms, updated_ms,
-                     retries_used, requeues_used, reason, client_key, attempts, replicas);
+                     retries_used, requeues_used, reason, client_key, attempts, replicas,
+                     not_before_ms);
 };
 
-/// One `MONKEY_METRIC key=value` value.
+/// One `MONKEY_METRIC key=value` value. A point is named by (job, attempt, rank, key,
+/// step): the same point arriving twice (a re-adopted worker reads the log again, a batch
+/// is sent again) is stored once.
 struct metric_point {
   job_id job;
   int32_t attempt = 0;
   int64_t ts_ms = 0;
   std::string key;
   double value = 0;
-  MSGPACK_DEFINE_MAP(job, attempt, ts_ms, key, value);
+  int64_t step = 0; ///< the line's `step=` field, else the key's count within the attempt
+  int32_t rank = 0; ///< the line's `rank=` field (a worker of a distributed job), else 0
+  MSGPACK_DEFINE_MAP(job, attempt, ts_ms, key, value, step, rank);
 };
+
+/// A metric key's history in one job: how many points, the first, lowest, highest and
+/// last value (`monkey show`).
+struct metric_stats {
+  int64_t count = 0;
+  double first = 0;
+  double min = 0;
+  double max = 0;
+  double last = 0;
+  MSGPACK_DEFINE_MAP(count, first, min, max, last);
+};
+
+/// The backoff before retry `k` (1-based) of `spec`, in seconds.
+double retry_delay_s(const job_spec& spec, int32_t k);
 
 /// `MONKEY_PARAM_<NAME>`: upper case, every other character becomes `_`.
 std::string param_env_name(const std::string& param);

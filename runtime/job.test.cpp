@@ -105,6 +105,26 @@ TEST_CASE("placeholders substitute parameters only where written", "[runtime][jo
   CHECK(substitute_params(plain)->at(1) == "{x}"); // no parameters: nothing to substitute
 }
 
+TEST_CASE("names fill their placeholders; the retry backoff doubles up to its bound",
+          "[runtime][job]") {
+  auto s = command_spec();
+  s.name = "sweep-lr{lr}-bs{bs}-{other}";
+  s.params = {{"lr", "0.1"}, {"bs", "64"}};
+  CHECK(display_name(s) == "sweep-lr0.1-bs64-{other}");
+  s.array_index = 3;
+  CHECK(display_name(s) == "sweep-lr0.1-bs64-{other}[3]");
+  s.name = "run{array_index}";
+  CHECK(display_name(s) == "run3"); // the index is in the name: no "[3]" after it
+  s.retry_backoff_s = 1;
+  s.retry_backoff_max_s = 60;
+  CHECK(retry_delay_s(s, 1) == 1);
+  CHECK(retry_delay_s(s, 3) == 4);
+  CHECK(retry_delay_s(s, 7) == 60);
+  CHECK(retry_delay_s(s, 40) == 60);
+  s.retry_backoff_s = 0;
+  CHECK(retry_delay_s(s, 2) == 0);
+}
+
 TEST_CASE("array expressions expand to indices", "[runtime][job]") {
   CHECK(*expand_array("0-3") == std::vector<int32_t>{0, 1, 2, 3});
   CHECK(*expand_array("1,3,5") == std::vector<int32_t>{1, 3, 5});

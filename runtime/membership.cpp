@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+
+#include <unistd.h>
 
 namespace monkey {
 
@@ -32,6 +35,57 @@ const char* to_string(member_state s) {
 
 std::string incarnation_text(uint64_t inc) {
   return std::to_string(inc >> 32) + "." + std::to_string(inc & 0xFFFFFFFFu);
+}
+
+std::string default_node_name(const std::string& address) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0 || !host[0])
+    std::snprintf(host, sizeof(host), "localhost");
+  std::string h = host;
+  if (auto dot = h.find('.'); dot != std::string::npos && dot > 0)
+    h.resize(dot);
+  auto colon = address.rfind(':');
+  return colon == std::string::npos ? h : h + address.substr(colon);
+}
+
+std::vector<const member*> find_members(const std::vector<member>& members,
+                                        const std::string& text) {
+  std::vector<const member*> out;
+  if (text.empty())
+    return out;
+  for (auto& m : members)
+    if (m.name == text || m.node == text || m.address == text)
+      out.push_back(&m);
+  if (!out.empty())
+    return out;
+  if (text.size() >= 4)
+    for (auto& m : members)
+      if (m.node.compare(0, text.size(), text) == 0)
+        out.push_back(&m);
+  return out;
+}
+
+std::string leave_warning(const std::vector<member>& members, uint32_t agreed,
+                          const std::vector<std::string>& leaving) {
+  uint32_t alive = 0;
+  for (auto& m : members)
+    if (m.state == member_state::alive
+        && std::find(leaving.begin(), leaving.end(), m.node) == leaving.end())
+      ++alive;
+  auto gone = static_cast<uint32_t>(leaving.size());
+  auto stay = agreed > gone ? agreed - gone : 0;
+  if (leaving.empty() || alive * 2 > stay)
+    return {};
+  return "after this, " + std::to_string(alive) + " of the " + std::to_string(stay)
+         + " agreed members that stay are alive: no majority, so they start no attempts and "
+           "refuse submissions until more nodes join or return";
+}
+
+std::string node_label(const std::vector<member>& members, const std::string& node) {
+  for (auto& m : members)
+    if (m.node == node && !m.name.empty())
+      return m.name + " (" + node + ")";
+  return node;
 }
 
 bool supersedes(const member& a, const member& b) {
@@ -219,9 +273,12 @@ std::vector<member> member_table::piggyback(size_t max) {
   return out;
 }
 
-void cluster_view::update(std::vector<member> members, bool majority) {
+void cluster_view::update(std::vector<member> members, bool majority, uint32_t agreed,
+                          uint32_t agreed_alive) {
   members_ = std::move(members);
   majority_ = majority;
+  agreed_ = agreed;
+  agreed_alive_ = agreed_alive;
   known_ = true;
 }
 
@@ -272,12 +329,17 @@ std::vector<std::string> cluster_view::in_state(member_state state) const {
 }
 
 std::string cluster_view::minority_text() const {
-  size_t alive = 0;
-  for (auto& m : members_)
-    alive += m.state == member_state::alive ? 1 : 0;
-  return "this node cannot see a majority of the cluster (" + std::to_string(alive) + " of "
-         + std::to_string(members_.size())
-         + " members alive in its view): a partition or many failures";
+  size_t alive = agreed_alive_, total = agreed_;
+  if (total == 0) { // not told the agreed list: count the members it knows
+    alive = 0;
+    for (auto& m : members_)
+      alive += m.state == member_state::alive ? 1 : 0;
+    total = members_.size();
+  }
+  // The same counts as `monkey nodes` ("agreed member list: N, of which alive: M").
+  return "this node cannot see a majority of the cluster: " + std::to_string(alive) + " of "
+         + std::to_string(total)
+         + " agreed members alive (monkey nodes), a partition or many failures";
 }
 
 } // namespace monkey

@@ -34,12 +34,33 @@ struct member {
   int32_t cpus = 0;
   int32_t gpus = 0;
   std::string devices;      ///< e.g. "cpu0,cuda0"
+  /// The name users give the node (`monkey-runtime --name`; default host:port): shown by
+  /// `nodes`, `jobs` and `show`, accepted wherever a node is named.
+  std::string name;
   MSGPACK_DEFINE_MAP(node, address, incarnation, state, since_ms, reason, pid, cpus, gpus,
-                     devices);
+                     devices, name);
 };
 
 /// "3.1": the runtime start and the refutations within it.
 std::string incarnation_text(uint64_t inc);
+
+/// The name a node gets without `--name`: the short host name and the port of `address`
+/// ("lab3:4701").
+std::string default_node_name(const std::string& address);
+
+/// The members `text` names: the one whose name, node id or address it is; else those
+/// whose node id starts with it (4 or more characters). Several when it is ambiguous.
+std::vector<const member*> find_members(const std::vector<member>& members,
+                                        const std::string& text);
+
+/// A warning when a planned leave (drain) of the alive nodes `leaving` leaves the cluster
+/// without a majority of its agreed list (`agreed` members; a leave takes the node off it at
+/// once), "" when a majority stays.
+std::string leave_warning(const std::vector<member>& members, uint32_t agreed,
+                          const std::vector<std::string>& leaving);
+
+/// "n2 (3f2a9c01d4e5b6a7)" for a member of `members`, or `node` when none is known.
+std::string node_label(const std::vector<member>& members, const std::string& node);
 
 /// True when `a` supersedes `b` (same node): a higher incarnation, or the same one and a
 /// graver state (alive < suspect < dead/left).
@@ -114,7 +135,10 @@ private:
 class cluster_view {
 public:
   explicit cluster_view(std::string self) : self_(std::move(self)) {}
-  void update(std::vector<member> members, bool majority);
+  /// `agreed`, `agreed_alive`: the size of the membership's agreed member list and how
+  /// many of it are alive (what `monkey nodes` prints; 0, 0: not told).
+  void update(std::vector<member> members, bool majority, uint32_t agreed = 0,
+              uint32_t agreed_alive = 0);
 
   const std::string& self() const { return self_; }
   bool known() const { return known_; }
@@ -134,7 +158,7 @@ public:
   std::vector<std::string> others_up() const;
   /// Members (other than this node) in `state`.
   std::vector<std::string> in_state(member_state state) const;
-  /// "this node cannot see a majority of the cluster (2 of 5 members alive in its view)..."
+  /// "this node cannot see a majority of the cluster: 1 of 3 agreed members alive ..."
   std::string minority_text() const;
 
 private:
@@ -142,6 +166,8 @@ private:
   std::vector<member> members_;
   bool majority_ = true;
   bool known_ = false;
+  uint32_t agreed_ = 0;
+  uint32_t agreed_alive_ = 0;
 };
 
 } // namespace monkey

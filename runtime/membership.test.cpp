@@ -165,3 +165,46 @@ TEST_CASE("a planned leave leaves the agreed list at once: a death and a drain t
   CHECK(t.agreed().size() == 2);
   CHECK(t.has_majority());
 }
+
+TEST_CASE("find_members: a name, an id, an address, else a unique id prefix", "[membership]") {
+  std::vector<member> ms(3);
+  ms[0].node = "aaaa111100000000", ms[0].name = "n1", ms[0].address = "127.0.0.1:4701";
+  ms[1].node = "aaaa222200000000", ms[1].name = "n2", ms[1].address = "127.0.0.1:4702";
+  ms[2].node = "bbbb333300000000", ms[2].name = "aaaa", ms[2].address = "127.0.0.1:4703";
+  auto one = [&](const std::string& t) {
+    auto hits = find_members(ms, t);
+    return hits.size() == 1 ? hits[0]->node : std::string("x") + std::to_string(hits.size());
+  };
+  CHECK(one("n2") == "aaaa222200000000");
+  CHECK(one("127.0.0.1:4701") == "aaaa111100000000");
+  CHECK(one("bbbb333300000000") == "bbbb333300000000");
+  CHECK(one("aaaa2") == "aaaa222200000000");
+  CHECK(one("aaaa") == "bbbb333300000000"); // a name wins over id prefixes
+  CHECK(one("aaa") == "x0");                // too short for a prefix
+  CHECK(one("n9") == "x0");
+  ms[2].name = "n3";
+  CHECK(one("aaaa") == "x2"); // ambiguous prefix
+  CHECK(node_label(ms, "aaaa111100000000") == "n1 (aaaa111100000000)");
+  CHECK(node_label(ms, "cccc") == "cccc");
+  auto dflt = default_node_name("127.0.0.1:4705");
+  CHECK(dflt.size() > 5);
+  CHECK(dflt.substr(dflt.size() - 5) == ":4705");
+}
+
+TEST_CASE("leave_warning: a drain that leaves no majority of the agreed list warns",
+          "[membership]") {
+  std::vector<member> ms(3);
+  for (int i = 0; i < 3; ++i)
+    ms[i].node = "n" + std::to_string(i + 1);
+  CHECK(leave_warning(ms, 3, {"n3"}).empty());        // 2 of the 2 that stay
+  ms[0].state = member_state::dead;                   // dead, not yet off the agreed list
+  auto w = leave_warning(ms, 3, {"n3"});              // 1 of 2
+  CHECK_THAT(w, Catch::Contains("1 of the 2 agreed members that stay are alive"));
+  CHECK(leave_warning(ms, 2, {"n3"}).empty());        // once n1 is off the list: 1 of 1
+  ms[0].state = member_state::suspect;
+  CHECK_FALSE(leave_warning(ms, 3, {"n3"}).empty());  // suspect is not alive
+  CHECK(leave_warning(ms, 3, {}).empty());
+  std::vector<member> two(2);
+  two[0].node = "a", two[1].node = "b";
+  CHECK(leave_warning(two, 2, {"b"}).empty());        // a 2-node cluster: 1 of 1 stays
+}

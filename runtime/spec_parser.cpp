@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/spec_parser.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -142,6 +143,12 @@ job_spec parse_node(const reader& r, const YAML::Node& root) {
       if (!d)
         r.fail(v, key, d.error());
       s.timeout_s = *d;
+    } else if (key == "retry_backoff") {
+      auto b = parse_backoff(r.scalar(v, key));
+      if (!b)
+        r.fail(v, key, b.error());
+      s.retry_backoff_s = b->first;
+      s.retry_backoff_max_s = b->second;
     } else if (key == "priority")
       s.priority = static_cast<int32_t>(r.integer(v, key, -1000000, 1000000));
     else if (key == "workdir")
@@ -174,7 +181,7 @@ job_spec parse_node(const reader& r, const YAML::Node& root) {
     } else
       r.fail(it->first, key,
              "unknown field (known: name, command, app, params, resources, retries, "
-             "max_requeues, timeout, priority, workdir, env, seed, tags, after, array)");
+             "retry_backoff, max_requeues, timeout, priority, workdir, env, seed, tags, after, array)");
   }
   if (s.command.empty() && s.app.empty())
     r.fail(root, "command", "missing required field (or give app)");
@@ -235,6 +242,23 @@ expected<int64_t> parse_memory_mb(const std::string& text) {
   if (end == text.c_str() || !(v >= 0) || v * mult > 1e12)
     return failure{"'" + text + "' is not a memory size (use e.g. 512M or 4G)"};
   return static_cast<int64_t>(std::ceil(v * mult));
+}
+
+expected<std::pair<double, double>> parse_backoff(const std::string& text) {
+  auto dots = text.find("..");
+  auto first = parse_duration_s(text.substr(0, dots));
+  if (!first)
+    return failure{"'" + text + "': " + first.error() + " (expected e.g. 1s..1m, 5s or 0)"};
+  double most = std::max(*first, 60.0);
+  if (dots != std::string::npos) {
+    auto m = parse_duration_s(text.substr(dots + 2));
+    if (!m)
+      return failure{"'" + text + "': " + m.error() + " (expected e.g. 1s..1m, 5s or 0)"};
+    if (*m < *first)
+      return failure{"'" + text + "': the longest wait is shorter than the first"};
+    most = *m;
+  }
+  return std::pair<double, double>{*first, most};
 }
 
 expected<double> parse_duration_s(const std::string& text) {

@@ -22,6 +22,10 @@ expected<int64_t> parse_memory_mb(const std::string& text);
 /// "90", "90s", "10m", "2h", "1d", "1.5h" → seconds.
 expected<double> parse_duration_s(const std::string& text);
 
+/// A retry backoff: "1s..1m" (the first wait, doubled up to the second), "5s" (5 s doubled
+/// up to 1 min, or 5 s when larger) or "0" (retry at once) → {first, most} in seconds.
+expected<std::pair<double, double>> parse_backoff(const std::string& text);
+
 /// "ok:ID" / "any:ID" / "ID" (means ok) → a dependency; ids must be full 26-char ULIDs.
 expected<dependency> parse_dependency(const std::string& text);
 

@@ -113,3 +113,24 @@ TEST_CASE("field values stay valid while a spec is read (fuzz finding)", "[runti
   CHECK(ok->cpus == 2);
   CHECK(ok->tags == std::vector<std::string>{"x"});
 }
+
+TEST_CASE("retry backoffs: FIRST..MOST, FIRST alone, 0; bad ones named", "[runtime][spec]") {
+  auto b = parse_backoff("1s..1m");
+  REQUIRE(b);
+  CHECK(b->first == 1);
+  CHECK(b->second == 60);
+  CHECK(parse_backoff("5s")->second == 60);
+  CHECK(parse_backoff("2m")->second == 120);
+  CHECK(parse_backoff("0")->first == 0);
+  CHECK_FALSE(parse_backoff("1m..1s"));
+  auto bad = parse_backoff("fast");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().find("1s..1m") != std::string::npos);
+  auto spec = parse_spec_text("command: [true]\nretries: 2\nretry_backoff: 3s..10s\n", "x.yaml");
+  REQUIRE(spec);
+  CHECK(spec->retry_backoff_s == 3);
+  CHECK(spec->retry_backoff_max_s == 10);
+  auto wrong = parse_spec_text("command: [true]\nretry_backoff: soon\n", "x.yaml");
+  REQUIRE_FALSE(wrong);
+  CHECK(wrong.error().find("retry_backoff") != std::string::npos);
+}

@@ -3,6 +3,7 @@
 #include "actors/coordinator/state.hpp"
 
 #include <csignal>
+#include <ctime>
 #include <sys/stat.h>
 
 #include "actors/coordinator/launch_env.hpp"
@@ -72,6 +73,20 @@ void ask_dependencies(coordinator_actor* self, const std::vector<job_id>& ids) {
     });
 }
 
+namespace {
+
+/// "14:03:27", local time, for `why`.
+std::string clock_of(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof(buf), "%H:%M:%S", &tm);
+  return buf;
+}
+
+} // namespace
+
 std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_id>* doomed) {
   std::vector<queued_job> queue;
   queue.reserve(st.book.queue().size());
@@ -115,6 +130,12 @@ std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_i
       } else if (deps.kind == dependency_check::waiting) {
         q.blocked = deps.text;
       }
+    }
+    if (q.blocked.empty() && rec->not_before_ms > now) {
+      q.blocked = "retry " + std::to_string(rec->retries_used) + " of "
+                  + std::to_string(rec->spec.retries) + " waits for its backoff: it starts at "
+                  + clock_of(rec->not_before_ms) + " (in "
+                  + std::to_string((rec->not_before_ms - now + 999) / 1000) + " s)";
     }
     if (q.blocked.empty() && !st.accepting)
       q.blocked = "the node is draining: it starts no new attempts";
@@ -186,6 +207,24 @@ void start_attempt(coordinator_actor* self, const job_id& id) {
 
 } // namespace
 
+namespace {
+
+/// Schedules a placement for when the earliest retry backoff ends.
+void wake_for_backoff(coordinator_actor* self) {
+  auto& st = self->state;
+  auto now = now_ms();
+  int64_t next = 0;
+  for (auto& [seq, id] : st.book.queue())
+    if (auto* rec = st.book.owned(id); rec && rec->not_before_ms > now)
+      next = next == 0 ? rec->not_before_ms : std::min(next, rec->not_before_ms);
+  if (next == 0 || (st.backoff_wake_ms > now && st.backoff_wake_ms <= next))
+    return;
+  st.backoff_wake_ms = next;
+  self->delayed_send(self, std::chrono::milliseconds(next - now + 5), atoms::schedule::value);
+}
+
+} // namespace
+
 void schedule(coordinator_actor* self) {
   auto& st = self->state;
   st.schedule_queued = false;
@@ -197,6 +236,7 @@ void schedule(coordinator_actor* self) {
     return; // back from the dead (fenced) or restarted: nothing starts before the sync ends
   std::vector<job_id> doomed;
   auto queue = placement_queue(st, &doomed);
+  wake_for_backoff(self);
   std::vector<job_id> ask;
   for (auto& [seq, id] : st.book.queue())
     if (auto* rec = st.book.owned(id))
@@ -227,8 +267,23 @@ std::string explain_wait(coordinator_state& st, const job_id& id) {
   for (auto& q : queue)
     q.label = q.id.short_str();
   auto plan = plan_placement(st.cfg.total, placement_running(st), std::move(queue), now_ms(), true);
-  if (auto it = plan.why.find(id); it != plan.why.end())
-    return it->second;
+  if (auto it = plan.why.find(id); it != plan.why.end()) {
+    auto* rec = st.book.owned(id);
+    if (!rec)
+      return it->second;
+    auto need = need_of(rec->spec);
+    if (never_fits(st.cfg.total, need).empty())
+      return it->second;
+    // It never fits here: it is offered to members with room, or waits for one to join.
+    for (auto& m : st.view.members())
+      if (m.node != st.self_node() && m.state == member_state::alive && m.cpus >= need.cpus
+          && m.gpus >= need.gpus)
+        return it->second + "; it is offered to members with room (" + m.node + ", ...)";
+    return "waits for a node with " + std::to_string(need.cpus) + " cpus"
+           + (need.gpus > 0 ? " and " + std::to_string(need.gpus) + " gpus" : std::string{})
+           + ": no alive member has room for it (" + it->second
+           + "); it starts when such a node joins";
+  }
   for (auto& s : plan.start)
     if (s == id)
       return "queued; it fits now and starts at the next placement";

@@ -245,6 +245,7 @@ void fetch_best(coordinator_actor* self, const std::vector<job_id>& ids,
       if (!r)
         return;
       *answered += 1;
+      drop_forgotten(self, r->records, a.node);
       for (auto& rec : r->records) {
         auto it = best->find(rec.id);
         if (it == best->end() || replica::stands_over(rec, it->second))
@@ -467,6 +468,7 @@ void on_members(coordinator_actor* self) {
 // ---- copies from other nodes ---------------------------------------------------------------
 
 void on_replicate(coordinator_actor* self, caf::response_promise rp, replicate_request req) {
+  drop_forgotten(self, req.records, req.from);
   replicate_reply answer;
   auto store = apply_incoming(self, req.records, &answer);
   if (store.empty())
@@ -545,6 +547,7 @@ void fetch_copies(coordinator_actor* self, const std::string& peer, std::vector<
         auto recs = decode<replicate_request>(body, "fetch");
         if (!recs)
           return done(0);
+        drop_forgotten(self, recs->records, peer);
         auto store = apply_incoming(self, recs->records, nullptr);
         auto taken = store.size();
         if (!store.empty())

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "actors/coordinator/state.hpp"
+#include "actors/fan_out.hpp"
 #include "actors/membership/membership.hpp"
 #include "runtime/wire/envelope.hpp"
 #include "runtime/supervision/supervisor.hpp"
@@ -69,8 +70,27 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
     case verb::peer_withdraw:
       return dispatch<id_request>(rp, env, "peer withdraw",
                                   [&](id_request r) { on_withdraw(self, rp, r); });
+    case verb::peer_metrics:
+      return dispatch<metrics_request>(rp, env, "peer metrics", [&](metrics_request r) {
+        if (r.points.size() > 65536)
+          return rp.deliver(make_error(errc::bad_request, "peer metrics: more than 65536 points"));
+        // Only points of jobs held here: a node cannot fill another's journal with others.
+        metric_batch keep;
+        for (auto& p : r.points)
+          if (self->state.book.find(p.job))
+            keep.push_back(std::move(p));
+        if (!keep.empty())
+          self->send(self->state.journal, atoms::metric::value, std::move(keep));
+        rp.deliver(reply(true));
+      });
     case verb::drain:
       return dispatch<id_request>(rp, env, "drain", [&](id_request r) { on_drain(self, rp, r); });
+    case verb::peer_forget:
+      return dispatch<forget_request>(rp, env, "peer forget", [&](forget_request r) {
+        if (r.ids.size() > 65536)
+          return rp.deliver(make_error(errc::bad_request, "peer forget: more than 65536 ids"));
+        on_forget(self, rp, r);
+      });
     case verb::status:
     case verb::devices:
       return rp.deliver(reply(make_status(st)));
@@ -91,6 +111,27 @@ void subscribe_members(coordinator_actor* self) {
   st.membership = m;
   self->monitor(m);
   self->send(m, atoms::subscribe::value);
+}
+
+/// Sends the metric points gathered since the last tick to the holders they are for; a
+/// holder that does not answer misses them (the points are not kept for it).
+void send_metrics(coordinator_actor* self) {
+  auto& st = self->state;
+  if (st.metrics_out.empty() || !st.membership)
+    return;
+  auto out = std::move(st.metrics_out);
+  st.metrics_out.clear();
+  for (auto& [node, points] : out) {
+    if (!st.view.alive(node))
+      continue;
+    ask_node(self, st.membership, node, verb::peer_metrics,
+             encode(metrics_request{st.self_node(), std::move(points)}), std::chrono::seconds(5))
+      .then([](const std::string&) {},
+            [=](const caf::error& e) {
+              SPDLOG_LOGGER_DEBUG(self->state.log, "metric points to {} lost: {}", node,
+                                  caf::to_string(e));
+            });
+  }
 }
 
 void on_tick(coordinator_actor* self) {
@@ -117,6 +158,7 @@ void on_tick(coordinator_actor* self) {
     st.recheck_members = false;
     on_members(self);
   }
+  send_metrics(self);
   retry_finals(self);
   check_copy_waits(self);
   release_held(self);
@@ -163,7 +205,9 @@ tree_node tree_of(coordinator_actor* self) {
   return me;
 }
 
-caf::result<std::string> kill_worker(coordinator_actor* self, const std::string& name) {
+/// `shown`: the path as the user gave it (`monkey kill core/coordinator/worker-…`).
+caf::result<std::string> kill_worker(coordinator_actor* self, const std::string& name,
+                                     const std::string& shown) {
   for (auto& [id, run] : self->state.running) {
     if ("worker-" + id.short_str() + "-" + std::to_string(run.attempt) != name)
       continue;
@@ -174,7 +218,9 @@ caf::result<std::string> kill_worker(coordinator_actor* self, const std::string&
     // exit_reason::kill either: CAF makes that reason fatal for linked actors too.
     caf::anon_send_exit(run.worker, caf::exit_reason::user_shutdown);
     auto* rec = self->state.book.owned(id);
-    return "killed " + name + "; the coordinator restarts it and it re-adopts pid "
+    // The same form as the supervisors' answer (runtime/supervision/supervisor.cpp).
+    return "killed " + shown + " (#" + std::to_string(run.worker.id())
+           + "); its supervisor coordinator restarts it and it re-adopts pid "
            + std::to_string(rec ? rec->attempts.back().pid : 0);
   }
   return make_error(errc::not_found, "no worker '" + name + "'");
@@ -190,17 +236,25 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
   st.view = cluster_view{st.self_node()};
   for (int g : st.cfg.gpu_indices)
     st.free_gpus.insert(g);
-  // Nothing else is handled until the journal has been read back.
-  self->request(st.journal, caf::infinite, atoms::load::value)
+  // Nothing else is handled until the journal has been read back: the tombstones of the
+  // jobs deleted by `monkey rm` first, then the records.
+  auto fail_recovery = [=](const caf::error& err) {
+    self->state.log->critical("cannot recover from the journal: {}", describe(err));
+    self->quit(err);
+  };
+  self->request(st.journal, caf::infinite, atoms::load_tombstones::value)
     .await(
-      [=](record_list& recs) {
-        recover(self, recs);
-        subscribe_members(self);
+      [=](id_list& gone) {
+        self->state.tombstones.insert(gone.begin(), gone.end());
+        self->request(self->state.journal, caf::infinite, atoms::load::value)
+          .await(
+            [=](record_list& recs) {
+              recover(self, recs);
+              subscribe_members(self);
+            },
+            fail_recovery);
       },
-      [=](const caf::error& err) {
-        self->state.log->critical("cannot recover from the journal: {}", describe(err));
-        self->quit(err);
-      });
+      fail_recovery);
   self->set_down_handler([=](const caf::down_msg& dm) {
     auto& st = self->state;
     if (st.membership && st.membership.address() == dm.source) {
@@ -234,14 +288,14 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
     [=](const envelope& env) { on_envelope(self, env); },
     [=](atoms::schedule) { schedule(self); },
     [=](atoms::subscribe) { subscribe_members(self); },
-    [=](atoms::members, member_list& ms, bool majority) {
+    [=](atoms::members, member_list& ms, bool majority, uint32_t agreed, uint32_t agreed_alive) {
       auto& st = self->state;
       if (majority != st.view.majority())
         st.log->warn(majority ? "this node sees a majority of the cluster again: it starts "
                                 "attempts and accepts submissions"
                               : "this node cannot see a majority of the cluster: it starts no "
                                 "new attempts and refuses submissions (running ones go on)");
-      st.view.update(std::move(ms), majority);
+      st.view.update(std::move(ms), majority, agreed, agreed_alive);
       if (majority)
         request_schedule(self);
       on_members(self);
@@ -253,14 +307,31 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
     },
     [=](atoms::address, const std::string& addr) { self->state.cfg.address = addr; },
     [=](atoms::tree) { return encode(tree_of(self)); },
-    [=](atoms::kill, const std::string& name) { return kill_worker(self, name); },
+    [=](atoms::kill, const std::string& name) { return kill_worker(self, name, name); },
+    [=](atoms::kill, const std::string& name, const std::string& shown) {
+      return kill_worker(self, name, shown);
+    },
     [=](atoms::reserve_round) { reserve_round(self); },
     [=](atoms::tick) { on_tick(self); },
+    // A worker's metric points: journaled here, and sent on to the job's other holders
+    // (batched each tick), so that every holder answers for them and they outlive this node.
+    [=](atoms::metric, metric_batch& points) {
+      auto& st = self->state;
+      for (auto& p : points)
+        if (auto* rec = st.book.find(p.job))
+          for (auto& h : rec->replicas)
+            if (h != st.self_node())
+              st.metrics_out[h].push_back(p);
+      self->send(st.journal, atoms::metric::value, std::move(points));
+    },
     [=](atoms::started, const job_id& id, int32_t number, const launch_result& res) {
       if (!hold(self))
         on_started(self, id, number, res);
     },
     [=](atoms::done, const job_id& id, int32_t number, const attempt_result& res) {
+      // The attempt's last points go to the holders ahead of its outcome: once a final
+      // state is committed (every holder stored it), every holder has the metrics too.
+      send_metrics(self);
       if (!hold(self))
         on_done(self, id, number, res);
     },

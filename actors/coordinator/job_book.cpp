@@ -2,6 +2,7 @@
 #include "actors/coordinator/job_book.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace monkey {
 
@@ -200,9 +201,14 @@ bool end_attempt(job_record& rec, int32_t number, const attempt_end& end, int64_
     touch(rec, job_state::queued, label + "; requeued without charging a retry", now);
   } else if (rec.retries_used < rec.spec.retries) {
     rec.retries_used += 1;
+    auto delay = retry_delay_s(rec.spec, rec.retries_used);
+    rec.not_before_ms = now + static_cast<int64_t>(delay * 1000);
+    char wait[64] = "";
+    if (delay > 0)
+      std::snprintf(wait, sizeof(wait), " after a backoff of %g s", delay);
     touch(rec, job_state::queued,
           label + "; retry " + std::to_string(rec.retries_used) + " of "
-            + std::to_string(rec.spec.retries),
+            + std::to_string(rec.spec.retries) + wait,
           now);
   } else {
     touch(rec, end.outcome == "timeout" ? job_state::timed_out : job_state::failed, label, now);

@@ -78,7 +78,8 @@ TEST_CASE("an attempt's end: retries are charged, requeues are not, a repeat cha
   REQUIRE(end_attempt(r, 1, ended("failed", "exit 1"), 20));
   CHECK(r.state == job_state::queued);
   CHECK(r.retries_used == 1);
-  CHECK(r.reason == "attempt 1: exit 1; retry 1 of 1");
+  CHECK(r.reason == "attempt 1: exit 1; retry 1 of 1 after a backoff of 1 s");
+  CHECK(r.not_before_ms == 20 + 1000); // the default backoff: 1 s first
   CHECK(r.version == v + 1);
   // Delivered twice: nothing changes (idempotent).
   CHECK_FALSE(end_attempt(r, 1, ended("failed", "exit 1"), 21));
@@ -136,4 +137,27 @@ TEST_CASE("dependencies: met, waiting, never, or to be asked of the cluster",
   c = check_dependencies(r, state_of);
   CHECK(c.kind == dependency_check::unknown);
   CHECK(c.ask == std::vector<job_id>{far});
+}
+
+TEST_CASE("retries wait a doubling backoff, bounded, or none", "[coordinator][job_book]") {
+  auto r = queued(1);
+  r.spec.retries = 4;
+  r.spec.retry_backoff_s = 2;
+  r.spec.retry_backoff_max_s = 5;
+  int64_t t = 100;
+  std::vector<int64_t> waits;
+  for (int32_t n = 1; n <= 4; ++n) {
+    begin_attempt(r, attempt_id{node_id{1}, 1, static_cast<uint64_t>(n)}, t, "/logs", {});
+    t += 10;
+    REQUIRE(end_attempt(r, n, ended("failed", "exit 1"), t));
+    waits.push_back(r.not_before_ms - t);
+  }
+  CHECK(waits == std::vector<int64_t>{2000, 4000, 5000, 5000});
+  auto now = queued(2);
+  now.spec.retries = 1;
+  now.spec.retry_backoff_s = 0;
+  begin_attempt(now, attempt_id{node_id{1}, 1, 9}, 10, "/logs", {});
+  REQUIRE(end_attempt(now, 1, ended("failed", "exit 1"), 20));
+  CHECK(now.not_before_ms == 20);
+  CHECK(now.reason == "attempt 1: exit 1; retry 1 of 1");
 }

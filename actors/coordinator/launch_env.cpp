@@ -49,6 +49,7 @@ launch_request launch_for(const job_record& rec, const attempt_record& at,
   req.workdir = rec.spec.workdir;
   req.stdout_path = at.log_out;
   req.stderr_path = at.log_err;
+  req.mem_limit_mb = rec.spec.mem_mb;
   if (!cgroup_base.empty())
     req.cgroup_dir = cgroup_base + "/monkey-" + node.str() + "/" + rec.id.short_str() + "-"
                      + std::to_string(at.number);

@@ -38,6 +38,9 @@ void on_reserve(coordinator_actor* self, caf::response_promise rp, replicate_req
   auto& st = self->state;
   if (req.records.size() != 1)
     return rp.deliver(make_error(errc::bad_request, "peer reserve: one record expected"));
+  drop_forgotten(self, req.records, req.from);
+  if (req.records.empty())
+    return rp.deliver(reply(refusal("the job was removed (monkey rm)")));
   auto rec = std::move(req.records.front());
   auto refuse = [&](const std::string& why) { rp.deliver(reply(refusal(why))); };
   if (!st.accepting || st.leaving || !st.view.majority() || !st.synced)
@@ -46,6 +49,8 @@ void on_reserve(coordinator_actor* self, caf::response_promise rp, replicate_req
     return refuse("the request was withdrawn by its owner");
   if (rec.state != job_state::queued || !rec.spec.after.empty())
     return refuse("only queued jobs without dependencies are placed elsewhere");
+  if (rec.not_before_ms > now_ms())
+    return refuse("the job's retry waits for its backoff");
   if (auto* mine = st.book.find(rec.id); (mine && replica::stands_over(*mine, rec))
                                          || st.running.count(rec.id))
     return refuse("this node has a newer record of the job");
@@ -251,7 +256,7 @@ void offer_queued(coordinator_actor* self) {
       break;
     auto* rec = st.book.owned(id);
     if (!rec || st.offered.count(id) || !rec->spec.after.empty()
-        || now - rec->updated_ms < offer_after_ms
+        || now - rec->updated_ms < offer_after_ms || rec->not_before_ms > now
         || std::find(plan.start.begin(), plan.start.end(), id) != plan.start.end())
       continue;
     auto target = offer_target(st, *rec);
@@ -413,17 +418,18 @@ void check_drained(coordinator_actor* self) {
 
 void on_drain(coordinator_actor* self, caf::response_promise rp, const id_request& req) {
   auto& st = self->state;
-  // NODE: a node id (or a unique prefix of one) or an address.
-  std::vector<const member*> hits;
-  for (auto& m : st.view.members())
-    if (m.node == req.id || m.address == req.id
-        || (req.id.size() >= 4 && m.node.compare(0, req.id.size(), req.id) == 0))
-      hits.push_back(&m);
+  // NODE: a node's name, id (or a unique prefix of one) or address.
+  auto hits = find_members(st.view.members(), req.id);
   if (hits.empty() && (req.id == st.self_node() || req.id == st.cfg.address))
     hits.push_back(nullptr);
-  if (hits.size() > 1)
-    return rp.deliver(make_error(errc::bad_request, "drain: '" + req.id + "' names "
-                                                      + std::to_string(hits.size()) + " nodes"));
+  if (hits.size() > 1) {
+    std::string names;
+    for (auto* m : hits)
+      names += (names.empty() ? "" : ", ") + (m->name.empty() ? m->node : m->name);
+    return rp.deliver(make_error(errc::bad_request, "drain: '" + req.id + "' is ambiguous: it names "
+                                                      + std::to_string(hits.size()) + " nodes ("
+                                                      + names + ")"));
+  }
   if (hits.empty())
     return rp.deliver(make_error(errc::not_found, "drain: no node '" + req.id
                                                     + "' in the cluster (see monkey nodes)"));

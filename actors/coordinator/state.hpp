@@ -129,6 +129,7 @@ struct coordinator_state {
   std::set<int> free_gpus;
   uint64_t attempt_seq = 0;
   std::unordered_map<job_id, pending_final> finals;
+  std::set<job_id> tombstones; ///< jobs deleted by `monkey rm`: no copy of them is taken
   std::unordered_map<job_id, remote_state> remote;
   /// Submits waiting for the first one with the same client key.
   std::unordered_map<std::string, std::vector<caf::response_promise>> key_in_flight;
@@ -166,6 +167,8 @@ struct coordinator_state {
   std::vector<caf::message> on_hold; ///< started/done messages kept meanwhile
 
   bool schedule_queued = false;
+  int64_t backoff_wake_ms = 0;
+  std::map<std::string, metric_batch> metrics_out; ///< metric points waiting for a holder ///< when a placement is due for a retry's backoff (0: none)
   bool accepting = true;
   bool draining = false;     ///< shutdown with --drain: running attempts finish
   bool leaving = false;      ///< `monkey drain`: hands its jobs over, then leaves
@@ -306,5 +309,12 @@ void on_logs(coordinator_actor* self, caf::response_promise rp, const logs_reque
 void on_list(coordinator_actor* self, caf::response_promise rp, const list_request& req);
 status_reply make_status(const coordinator_state& st);
 job_summary summarize(const job_record& rec);
+/// peer_forget: deletes final jobs here (record, transitions, metrics, logs) and keeps their
+/// tombstones; answers which were forgotten and which kept (not final here).
+void on_forget(coordinator_actor* self, caf::response_promise rp, const forget_request& req);
+/// Takes out of `records` the copies of jobs deleted here, and tells `from` (the node that
+/// sent them) to delete them too: a node that was down during `monkey rm` learns it so.
+void drop_forgotten(coordinator_actor* self, std::vector<job_record>& records,
+                    const std::string& from);
 
 } // namespace monkey

@@ -3,9 +3,13 @@
 // member and merges the answers): show, why, cancel, logs, the local list, status.
 #include "actors/coordinator/state.hpp"
 
+#include <algorithm>
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "actors/fan_out.hpp"
 
 namespace monkey {
 
@@ -26,6 +30,7 @@ job_summary summarize(const job_record& rec) {
   s.ran_on = rec.attempts.empty() ? std::string{} : rec.attempts.back().id.node.str();
   s.version = rec.version;
   s.final = is_final(rec.state);
+  s.params = rec.spec.params;
   for (auto& n : rec.replicas)
     s.holders.push_back(n);
   return s;
@@ -65,7 +70,7 @@ std::optional<job_id> lookup(const coordinator_state& st, const std::string& tex
   if (auto id = m.match())
     return id;
   rp.deliver(make_error(m.ambiguous() || m.too_short() ? errc::bad_request : errc::not_found,
-                        m.problem() + (m.ambiguous() ? "" : " on this node")));
+                        m.problem() + (m.ambiguous() || m.too_short() ? "" : " on this node")));
   return std::nullopt;
 }
 
@@ -78,15 +83,28 @@ void on_show(coordinator_actor* self, caf::response_promise rp, const id_request
     return;
   // The record is taken now, before the metrics: a final record then implies that its
   // worker's last metrics reached the journal before this request does.
-  show_reply snapshot;
-  snapshot.record = *st.book.find(*id);
-  snapshot.why = why_text(st, snapshot.record);
-  self->request(st.journal, std::chrono::seconds(10), atoms::last_metrics::value, *id)
+  auto snapshot = std::make_shared<show_reply>();
+  snapshot->record = *st.book.find(*id);
+  snapshot->why = why_text(st, snapshot->record);
+  auto jid = *id;
+  auto key = req.metric;
+  auto journal = st.journal;
+  self->request(journal, std::chrono::seconds(10), atoms::metric_sum::value, jid)
     .then(
-      [=](const metric_map& last) mutable {
-        auto r = snapshot;
-        r.last_metrics = last;
-        rp.deliver(reply(r));
+      [=](const metric_stats_map& history) mutable {
+        snapshot->metric_history = history;
+        for (auto& [k, s] : history)
+          snapshot->last_metrics[k] = s.last;
+        if (key.empty())
+          return rp.deliver(reply(*snapshot));
+        self->request(journal, std::chrono::seconds(10), atoms::metric_sum::value, jid, key,
+                      uint32_t{100000})
+          .then(
+            [=](const metric_batch& points) mutable {
+              snapshot->series = points;
+              rp.deliver(reply(*snapshot));
+            },
+            [=](const caf::error& err) mutable { rp.deliver(err); });
       },
       [=](const caf::error& err) mutable { rp.deliver(err); });
 }
@@ -223,7 +241,99 @@ void on_list(coordinator_actor* self, caf::response_promise rp, const list_reque
     add(h.rec);
   for (auto& [id, rec] : st.book.unsynced())
     add(rec);
-  rp.deliver(reply(r));
+  if (!req.metrics)
+    return rp.deliver(reply(r));
+  // Metric points are in the journals of the node that ran the attempt and of the job's
+  // holders (peer_metrics).
+  id_list ids;
+  for (auto& row : r.jobs)
+    ids.push_back(row.id);
+  auto rows = std::make_shared<list_reply>(std::move(r));
+  self->request(st.journal, std::chrono::seconds(20), atoms::last_metrics::value, ids)
+    .then(
+      [=](const metrics_by_job& last) mutable {
+        for (auto& row : rows->jobs)
+          if (auto it = last.find(row.id); it != last.end())
+            row.metrics = it->second;
+        rp.deliver(reply(*rows));
+      },
+      [=](const caf::error&) mutable { rp.deliver(reply(*rows)); });
+}
+
+namespace {
+
+int remove_path(const char* path, const struct stat*, int, struct FTW*) {
+  return ::remove(path);
+}
+
+} // namespace
+
+void on_forget(coordinator_actor* self, caf::response_promise rp, const forget_request& req) {
+  auto& st = self->state;
+  forget_reply out;
+  write_batch batch;
+  for (auto& id : req.ids) {
+    if (st.tombstones.count(id)) {
+      out.forgotten.push_back(id);
+      continue;
+    }
+    auto* rec = st.book.find(id);
+    if (rec && !is_final(rec->state)) {
+      out.refused.push_back(id.short_str() + ": " + to_string(rec->state) + " on node "
+                            + st.self_node() + " (cancel it first)");
+      continue;
+    }
+    if (st.running.count(id) || st.finals.count(id)) {
+      out.refused.push_back(id.short_str() + ": its final state is still being committed on "
+                            + st.self_node() + "; try again");
+      continue;
+    }
+    st.book.erase(id);
+    st.tombstones.insert(id);
+    st.remote.erase(id);
+    batch.erase.push_back(id);
+    batch.tombstones.push_back(id);
+    out.forgotten.push_back(id);
+    auto dir = st.cfg.data_dir + "/logs/" + id.str();
+    ::nftw(dir.c_str(), remove_path, 16, FTW_DEPTH | FTW_PHYS);
+  }
+  if (batch.empty())
+    return rp.deliver(reply(out));
+  auto n = batch.erase.size();
+  self->request(st.journal, caf::infinite, atoms::write::value, std::move(batch))
+    .then(
+      [=](bool) mutable {
+        self->state.log->info("removed {} jobs with their logs and metrics (monkey rm from {})",
+                              n, req.from);
+        rp.deliver(reply(out));
+      },
+      [=](const caf::error& err) mutable {
+        rp.deliver(make_error(errc::journal_failure,
+                              "the deletion could not be journaled: " + describe(err)));
+      });
+}
+
+void drop_forgotten(coordinator_actor* self, std::vector<job_record>& records,
+                    const std::string& from) {
+  auto& st = self->state;
+  if (st.tombstones.empty())
+    return;
+  std::vector<job_id> gone;
+  records.erase(std::remove_if(records.begin(), records.end(),
+                               [&](const job_record& r) {
+                                 if (!st.tombstones.count(r.id))
+                                   return false;
+                                 gone.push_back(r.id);
+                                 return true;
+                               }),
+                records.end());
+  if (gone.empty() || from.empty() || from == st.self_node() || !st.membership)
+    return;
+  st.log->info("{} sent copies of {} jobs removed by monkey rm: it is told to remove them",
+               from, gone.size());
+  ask_node(self, st.membership, from, verb::peer_forget,
+           encode(forget_request{st.self_node(), std::move(gone)}), std::chrono::seconds(10))
+    .then([](const std::string&) {}, [](const caf::error&) {});
 }
 
 status_reply make_status(const coordinator_state& st) {

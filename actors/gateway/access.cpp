@@ -25,6 +25,7 @@ destination route_of(verb v) {
     case verb::peer_fetch:
     case verb::peer_reserve:
     case verb::peer_withdraw:
+    case verb::peer_metrics:
       return destination::coordinator;
     case verb::submit:
     case verb::list:
@@ -35,6 +36,8 @@ destination route_of(verb v) {
     case verb::status:
     case verb::devices:
     case verb::drain:
+    case verb::remove:
+    case verb::peer_forget:
       return destination::router;
   }
   return destination::router;
@@ -54,6 +57,8 @@ bool verb_allowed(role r, verb v) {
     case verb::peer_fetch:
     case verb::peer_reserve:
     case verb::peer_withdraw:
+    case verb::peer_metrics:
+    case verb::peer_forget:
       return r == role::node;
     // Asked by clients, and by routers of other nodes (forwarded submissions, queries).
     case verb::submit:
@@ -64,6 +69,7 @@ bool verb_allowed(role r, verb v) {
     case verb::why:
     case verb::drain:
     case verb::nodes:
+    case verb::remove:
       return r == role::client || r == role::node;
     // Clients only.
     case verb::devices:

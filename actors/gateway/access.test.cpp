@@ -8,16 +8,19 @@ using namespace monkey;
 TEST_CASE("each role sends only its own verbs", "[gateway][access]") {
   // Peers are not clients: a client session can send no node-to-node verb.
   for (auto v : {verb::peer_join, verb::peer_ping, verb::peer_ping_req, verb::peer_replicate,
-                 verb::peer_digest, verb::peer_fetch, verb::peer_reserve, verb::peer_withdraw}) {
+                 verb::peer_digest, verb::peer_fetch, verb::peer_reserve, verb::peer_withdraw,
+                 verb::peer_metrics, verb::peer_forget}) {
     CHECK_FALSE(verb_allowed(role::client, v));
     CHECK_FALSE(verb_allowed(role::app, v));
     CHECK(verb_allowed(role::node, v));
     CHECK(route_of(v) == (v == verb::peer_join || v == verb::peer_ping || v == verb::peer_ping_req
                             ? destination::membership
-                            : destination::coordinator));
+                          : v == verb::peer_forget ? destination::router // drops its memory too
+                                                   : destination::coordinator));
   }
   // Clients send the client verbs; nodes forward submissions and queries to each other.
-  for (auto v : {verb::submit, verb::list, verb::show, verb::logs, verb::cancel, verb::why}) {
+  for (auto v : {verb::submit, verb::list, verb::show, verb::logs, verb::cancel, verb::why,
+                 verb::remove}) {
     CHECK(verb_allowed(role::client, v));
     CHECK(verb_allowed(role::node, v));
     CHECK_FALSE(verb_allowed(role::app, v));

@@ -95,8 +95,10 @@ void notify(membership_actor* self) {
   st.told = st.table->changes();
   auto all = st.table->all();
   bool majority = st.table->has_majority();
+  auto agreed = static_cast<uint32_t>(st.table->agreed().size());
+  auto agreed_alive = static_cast<uint32_t>(st.table->agreed_alive());
   for (auto& s : st.subscribers)
-    self->send(s, atoms::members::value, all, majority);
+    self->send(s, atoms::members::value, all, majority, agreed, agreed_alive);
 }
 
 /// Logs state changes of other members once, as this node learns them.
@@ -630,7 +632,9 @@ caf::behavior membership_impl(membership_actor* self, membership_config cfg) {
                            st.subscribers.end());
       st.subscribers.push_back(who);
       self->monitor(who);
-      self->send(who, atoms::members::value, st.table->all(), st.table->has_majority());
+      self->send(who, atoms::members::value, st.table->all(), st.table->has_majority(),
+                 static_cast<uint32_t>(st.table->agreed().size()),
+                 static_cast<uint32_t>(st.table->agreed_alive()));
     },
     [=](atoms::forward, const std::string& node, const envelope& env,
         uint32_t timeout_ms) -> caf::result<std::string> {

@@ -17,8 +17,15 @@ bool row_stands_over(const job_summary& a, const job_summary& b) {
 void merge_rows(std::map<job_id, job_summary>& into, const std::vector<job_summary>& rows) {
   for (auto& r : rows) {
     auto it = into.find(r.id);
-    if (it == into.end() || row_stands_over(r, it->second))
+    if (it == into.end()) {
       into[r.id] = r;
+      continue;
+    }
+    // Metrics come from the node that ran the job, which need not hold the standing copy.
+    auto metrics = r.metrics.empty() ? it->second.metrics : r.metrics;
+    if (row_stands_over(r, it->second))
+      it->second = r;
+    it->second.metrics = std::move(metrics);
   }
 }
 

@@ -200,12 +200,15 @@ void route_submit(router_actor* self, caf::response_promise rp, submit_request r
       candidates.push_back({m.node, m.cpus, m.gpus});
   if (!st.view.known() || candidates.size() <= 1 || !st.membership)
     return try_owner(self, rp, std::move(req), {}, owners_tried);
-  auto chosen = choose_holders(req.client_key, req.spec.cpus, req.spec.gpus, candidates, 1);
-  if (!chosen)
-    return rp.deliver(make_error(errc::refused, "no member can run the job: " + chosen.error()));
   std::vector<std::string> able;
   for (auto& c : candidates)
     if (c.cpus >= req.spec.cpus && c.gpus >= req.spec.gpus)
+      able.push_back(c.node);
+  // A job no alive member has room for (a GPU job on a CPU-only cluster) is accepted and
+  // waits queued, its `why` naming what it waits for: such a node may join. Its owner is
+  // then any member.
+  if (able.empty())
+    for (auto& c : candidates)
       able.push_back(c.node);
   try_owner(self, rp, std::move(req), rendezvous_rank(req.client_key, able), 0);
 }
@@ -287,7 +290,9 @@ void resolve(router_actor* self, const std::string& text,
                                    : std::string{};
       then(nullptr, make_error(m.ambiguous() || m.too_short() ? errc::bad_request
                                                                 : errc::not_found,
-                               m.problem() + (m.ambiguous() ? "" : " in the cluster" + where)));
+                               m.problem()
+                                 + (m.ambiguous() || m.too_short() ? ""
+                                                                   : " in the cluster" + where)));
     });
 }
 
@@ -336,6 +341,7 @@ void one_job_verb(router_actor* self, caf::response_promise rp, verb v, const en
       return;
     }
     auto best = std::make_shared<std::optional<show_reply>>();
+    auto with_metrics = std::make_shared<std::optional<show_reply>>();
     auto best_body = std::make_shared<std::optional<std::string>>();
     auto owner_text = std::make_shared<std::optional<std::string>>();
     auto first_ok = std::make_shared<std::optional<std::string>>();
@@ -354,6 +360,10 @@ void one_job_verb(router_actor* self, caf::response_promise rp, verb v, const en
           if (!r)
             return;
           bool from_owner = a.node == r->record.owner.str();
+          // The metrics are in the journal of the node that ran the job; the standing
+          // copy may come from another holder.
+          if (!r->metric_history.empty() && (!*with_metrics || a.node == ran_on))
+            *with_metrics = *r;
           if (!*best || replica::stands_over(r->record, (*best)->record)) {
             *best = *r;
             *best_body = *a.body;
@@ -373,6 +383,11 @@ void one_job_verb(router_actor* self, caf::response_promise rp, verb v, const en
           auto r = **best;
           if (*owner_text && r.record.owner.str() == owner)
             r.why = **owner_text;
+          if (r.metric_history.empty() && *with_metrics) {
+            r.metric_history = (*with_metrics)->metric_history;
+            r.last_metrics = (*with_metrics)->last_metrics;
+            r.series = (*with_metrics)->series;
+          }
           return rp.deliver(encode(r));
         }
         if (v != verb::show && (*owner_text || *first_ok))
@@ -392,6 +407,51 @@ void one_job_verb(router_actor* self, caf::response_promise rp, verb v, const en
         rp.deliver(make_error(errc::not_found, "no job " + id.short_str() + " in the cluster"));
       });
   });
+}
+
+/// `monkey rm`: every alive member deletes the jobs (record, transitions, metrics, logs) and
+/// keeps a tombstone; members not reached now learn it from a member that has one when
+/// they send a copy (anti-entropy, replication), and delete theirs then.
+void remove_jobs(router_actor* self, caf::response_promise rp, const remove_request& req) {
+  auto& st = self->state;
+  if (req.ids.empty())
+    return rp.deliver(make_error(errc::bad_request, "rm: no job ids"));
+  if (req.ids.size() > 65536)
+    return rp.deliver(make_error(errc::bad_request, "rm: more than 65536 jobs at once"));
+  for (auto& id : req.ids)
+    st.seen.erase(id);
+  auto body = encode(forget_request{st.view.self(), req.ids});
+  auto refused = std::make_shared<std::map<job_id, std::string>>();
+  auto unreached = std::make_shared<std::vector<std::string>>();
+  for (auto& n : st.view.in_state(member_state::suspect))
+    unreached->push_back(n + " (suspect)");
+  for (auto& n : st.view.in_state(member_state::dead))
+    unreached->push_back(n + " (dead)");
+  ask_everyone(
+    self, verb::peer_forget, body, body,
+    [=](const peer_answer& a) {
+      if (!a) {
+        unreached->push_back(a.node + " (" + describe(a.err) + ")");
+        return;
+      }
+      auto r = decode<forget_reply>(*a.body, "forget");
+      if (!r)
+        return;
+      for (auto& why : r->refused)
+        for (auto& id : req.ids)
+          if (why.compare(0, id.short_str().size(), id.short_str()) == 0)
+            (*refused)[id] = why;
+    },
+    [=]() mutable {
+      remove_reply out;
+      for (auto& id : req.ids)
+        if (auto it = refused->find(id); it != refused->end())
+          out.refused.push_back(it->second);
+        else
+          out.removed.push_back(id);
+      out.unreached = *unreached;
+      rp.deliver(encode(out));
+    });
 }
 
 void on_envelope(router_actor* self, const envelope& env) {
@@ -441,6 +501,20 @@ void on_envelope(router_actor* self, const envelope& env) {
       if (local)
         return to_coordinator();
       return one_job_verb(self, rp, v, env, text);
+    }
+    case verb::remove: {
+      auto req = decode<remove_request>(env.body, "rm");
+      if (!req)
+        return rp.deliver(make_error(errc::bad_request, req.error()));
+      return remove_jobs(self, rp, *req);
+    }
+    case verb::peer_forget: { // from another node's rm: this router forgets its rows too
+      auto req = decode<forget_request>(env.body, "peer forget");
+      if (!req)
+        return rp.deliver(make_error(errc::bad_request, req.error()));
+      for (auto& id : req->ids)
+        st.seen.erase(id);
+      return to_coordinator();
     }
     case verb::status:
     case verb::devices: {
@@ -504,8 +578,8 @@ caf::behavior router_impl(router_actor* self, router_config cfg, caf::actor coor
     [=](const envelope& env) { on_envelope(self, env); },
     [=](atoms::subscribe) { subscribe_members(self); },
     [=](atoms::check, uint64_t seq) { check_forward(self, seq); },
-    [=](atoms::members, member_list& ms, bool majority) {
-      self->state.view.update(std::move(ms), majority);
+    [=](atoms::members, member_list& ms, bool majority, uint32_t agreed, uint32_t agreed_alive) {
+      self->state.view.update(std::move(ms), majority, agreed, agreed_alive);
     },
     // A subscriber is asked to fence when this node was declared dead: the router runs
     // no job, so it has nothing to stop (the coordinator does).

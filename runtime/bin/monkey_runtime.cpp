@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // monkey-runtime: one node of a Monkey cluster. See README.md and docs/architecture.md.
 
+#include <cctype>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -50,6 +51,7 @@ struct options {
   uint32_t task_chunk = 256;
   std::vector<std::string> join;
   std::string advertise;
+  std::string name;
   std::string suspicion_timeout = "1500ms";
   size_t replicas = 2;
   size_t min_replicas = 1;
@@ -165,6 +167,18 @@ void add_options(CLI::App& app, options& opt) {
   app.set_version_flag("--version", "monkey-runtime " MONKEY_VERSION);
   app.add_option("--listen", opt.listen, "HOST:PORT to accept clients and peers on (port 0: any)")
     ->capture_default_str();
+  app.add_option("--name", opt.name,
+                 "the node's name in `monkey nodes`, `jobs` and `show`, and wherever a node is "
+                 "named (drain NAME, --address NAME); default: the host name and the port")
+    ->check([](const std::string& v) {
+      if (v.empty() || v.size() > 64)
+        return std::string("a name has 1 to 64 characters");
+      for (char c : v)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+          return "'" + v + "' has a '" + std::string(1, c)
+                 + "': use letters, digits, '-', '_' and '.'";
+      return std::string();
+    });
   app.add_option("--data-dir", opt.data_dir, "journal, logs and node identity (default MONKEY_HOME/node)");
   app.add_option("--secret-file", opt.secret_file, "cluster secret (created 0600 when missing)");
   app.add_option("--cpus", opt.cpus, "CPUs this node offers (default: all)");
@@ -503,6 +517,7 @@ int main(int argc, char** argv) {
   setup.seeds = opt.join;
   setup.suspicion_timeout = std::chrono::milliseconds(static_cast<int64_t>(checked->suspicion_s * 1000));
   setup.advertise = opt.advertise;
+  setup.name = opt.name;
   setup.task_chunk = opt.task_chunk;
   auto node = start_node(sys, setup);
   if (!node)

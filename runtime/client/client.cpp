@@ -44,6 +44,9 @@ const char* to_string(verb v) {
     case verb::peer_fetch: return "peer fetch";
     case verb::peer_reserve: return "peer reserve";
     case verb::peer_withdraw: return "peer withdraw";
+    case verb::peer_metrics: return "peer metrics";
+    case verb::remove: return "rm";
+    case verb::peer_forget: return "peer forget";
   }
   return "unknown";
 }

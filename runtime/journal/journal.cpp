@@ -53,9 +53,17 @@ const char* const migrations[] = {
   "CREATE TABLE task_ranges(batch TEXT NOT NULL, first INTEGER NOT NULL, count INTEGER NOT NULL,"
   " ok INTEGER NOT NULL, cause TEXT NOT NULL, ended_ms INTEGER NOT NULL);"
   "CREATE INDEX task_ranges_batch ON task_ranges(batch, first);",
+  // 2 → 3: metric points get a step and a rank, and are stored once each (replicated
+  // points may arrive more than once). Older points become steps in arrival order.
+  "ALTER TABLE metrics ADD COLUMN step INTEGER NOT NULL DEFAULT 0;"
+  "ALTER TABLE metrics ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;"
+  "UPDATE metrics SET step = rowid;"
+  "CREATE UNIQUE INDEX metrics_point ON metrics(job_id, attempt, rank, key, step);"
+  // ... and the tombstones of jobs deleted by `monkey rm`.
+  "CREATE TABLE tombstones(id TEXT PRIMARY KEY, deleted_ms INTEGER NOT NULL);",
 };
 
-/// A metric row selected as (attempt, ts_ms, key, value).
+/// A metric row selected as (attempt, ts_ms, key, value, step, rank).
 metric_point read_metric(sqlite3_stmt* s, const job_id& job) {
   metric_point m;
   m.job = job;
@@ -63,6 +71,8 @@ metric_point read_metric(sqlite3_stmt* s, const job_id& job) {
   m.ts_ms = sqlite3_column_int64(s, 1);
   m.key = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
   m.value = sqlite3_column_double(s, 3);
+  m.step = sqlite3_column_int64(s, 4);
+  m.rank = sqlite3_column_int(s, 5);
   return m;
 }
 
@@ -146,6 +156,7 @@ journal::~journal() {
   sqlite3_finalize(put_job_);
   sqlite3_finalize(put_transition_);
   sqlite3_finalize(put_metric_);
+  sqlite3_finalize(put_tombstone_);
   sqlite3_finalize(del_job_);
   sqlite3_finalize(del_transitions_);
   sqlite3_finalize(del_metrics_);
@@ -284,7 +295,12 @@ status journal::prepare() {
   if (auto e = prep("INSERT OR IGNORE INTO transitions VALUES(?1,?2,?3,?4,?5)", &put_transition_);
       !e)
     return e;
-  if (auto e = prep("INSERT INTO metrics VALUES(?1,?2,?3,?4,?5)", &put_metric_); !e)
+  if (auto e = prep("INSERT OR IGNORE INTO metrics(job_id, attempt, ts_ms, key, value, step, rank)"
+                    " VALUES(?1,?2,?3,?4,?5,?6,?7)",
+                    &put_metric_);
+      !e)
+    return e;
+  if (auto e = prep("INSERT OR IGNORE INTO tombstones VALUES(?1,?2)", &put_tombstone_); !e)
     return e;
   if (auto e = prep("DELETE FROM jobs WHERE id=?1", &del_job_); !e)
     return e;
@@ -349,6 +365,14 @@ status journal::write(const write_batch& batch) {
         return fail("deleting a job");
     }
   }
+  for (auto& gone : batch.tombstones) {
+    sqlite3_reset(put_tombstone_);
+    auto id = gone.str();
+    sqlite3_bind_text(put_tombstone_, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(put_tombstone_, 2, now_ms());
+    if (sqlite3_step(put_tombstone_) != SQLITE_DONE)
+      return fail("writing a tombstone");
+  }
   for (auto& m : batch.metrics) {
     auto id = m.job.str();
     sqlite3_reset(put_metric_);
@@ -358,6 +382,8 @@ status journal::write(const write_batch& batch) {
     sqlite3_bind_text(put_metric_, 4, m.key.data(), static_cast<int>(m.key.size()),
                       SQLITE_TRANSIENT);
     sqlite3_bind_double(put_metric_, 5, m.value);
+    sqlite3_bind_int64(put_metric_, 6, m.step);
+    sqlite3_bind_int(put_metric_, 7, m.rank);
     if (sqlite3_step(put_metric_) != SQLITE_DONE)
       return fail("writing a metric");
   }
@@ -472,10 +498,13 @@ expected<std::vector<job_record>> journal::load_jobs() {
 expected<std::vector<metric_point>> journal::metrics(const job_id& job, const std::string& key,
                                                      size_t limit) {
   stmt_guard st;
-  const char* sql = key.empty() ? "SELECT attempt, ts_ms, key, value FROM metrics WHERE job_id=?1"
-                                  " ORDER BY rowid LIMIT ?2"
-                                : "SELECT attempt, ts_ms, key, value FROM metrics WHERE job_id=?1"
-                                  " AND key=?3 ORDER BY rowid LIMIT ?2";
+  // In order of attempt, rank and step (points replicated from another node may arrive
+  // out of order).
+  const char* sql = key.empty() ? "SELECT attempt, ts_ms, key, value, step, rank FROM metrics"
+                                  " WHERE job_id=?1 ORDER BY attempt, rank, step LIMIT ?2"
+                                : "SELECT attempt, ts_ms, key, value, step, rank FROM metrics"
+                                  " WHERE job_id=?1 AND key=?3 ORDER BY attempt, rank, step"
+                                  " LIMIT ?2";
   if (sqlite3_prepare_v2(db_, sql, -1, &st.s, nullptr) != SQLITE_OK)
     return failure{sqlite3_errmsg(db_)};
   auto id = job.str();
@@ -493,7 +522,7 @@ expected<std::vector<metric_point>> journal::metrics(const job_id& job, const st
 expected<std::map<std::string, metric_point>> journal::last_metrics(const job_id& job) {
   stmt_guard st;
   if (sqlite3_prepare_v2(db_,
-                         "SELECT attempt, ts_ms, key, value FROM metrics WHERE rowid IN"
+                         "SELECT attempt, ts_ms, key, value, step, rank FROM metrics WHERE rowid IN"
                          " (SELECT max(rowid) FROM metrics WHERE job_id=?1 GROUP BY key)",
                          -1, &st.s, nullptr)
       != SQLITE_OK)
@@ -504,6 +533,78 @@ expected<std::map<std::string, metric_point>> journal::last_metrics(const job_id
   while (sqlite3_step(st.s) == SQLITE_ROW) {
     auto m = read_metric(st.s, job);
     out[m.key] = m;
+  }
+  return out;
+}
+
+expected<std::vector<job_id>> journal::load_tombstones() {
+  stmt_guard st;
+  if (sqlite3_prepare_v2(db_, "SELECT id FROM tombstones ORDER BY deleted_ms", -1, &st.s, nullptr)
+      != SQLITE_OK)
+    return failure{sqlite3_errmsg(db_)};
+  std::vector<job_id> out;
+  while (sqlite3_step(st.s) == SQLITE_ROW)
+    if (auto id = job_id::parse(reinterpret_cast<const char*>(sqlite3_column_text(st.s, 0))))
+      out.push_back(*id);
+  return out;
+}
+
+expected<std::map<std::string, metric_stats>> journal::metric_summary(const job_id& job) {
+  stmt_guard st;
+  // first and last by insertion order (rowid), as the points arrived.
+  if (sqlite3_prepare_v2(db_,
+                         "SELECT key, count(*), min(value), max(value), min(rowid), max(rowid)"
+                         " FROM metrics WHERE job_id=?1 GROUP BY key",
+                         -1, &st.s, nullptr)
+      != SQLITE_OK)
+    return failure{sqlite3_errmsg(db_)};
+  auto id = job.str();
+  sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+  std::map<std::string, metric_stats> out;
+  std::vector<std::pair<std::string, std::pair<sqlite3_int64, sqlite3_int64>>> ends;
+  while (sqlite3_step(st.s) == SQLITE_ROW) {
+    std::string key = reinterpret_cast<const char*>(sqlite3_column_text(st.s, 0));
+    auto& s = out[key];
+    s.count = sqlite3_column_int64(st.s, 1);
+    s.min = sqlite3_column_double(st.s, 2);
+    s.max = sqlite3_column_double(st.s, 3);
+    ends.push_back({key, {sqlite3_column_int64(st.s, 4), sqlite3_column_int64(st.s, 5)}});
+  }
+  stmt_guard one;
+  if (sqlite3_prepare_v2(db_, "SELECT value FROM metrics WHERE rowid=?1", -1, &one.s, nullptr)
+      != SQLITE_OK)
+    return failure{sqlite3_errmsg(db_)};
+  auto value_at = [&](sqlite3_int64 rowid) {
+    sqlite3_reset(one.s);
+    sqlite3_bind_int64(one.s, 1, rowid);
+    return sqlite3_step(one.s) == SQLITE_ROW ? sqlite3_column_double(one.s, 0) : 0.0;
+  };
+  for (auto& [key, rows] : ends) {
+    out[key].first = value_at(rows.first);
+    out[key].last = value_at(rows.second);
+  }
+  return out;
+}
+
+expected<std::map<job_id, std::map<std::string, double>>>
+journal::last_metrics_of(const std::vector<job_id>& jobs) {
+  std::map<job_id, std::map<std::string, double>> out;
+  if (jobs.empty())
+    return out;
+  stmt_guard st;
+  if (sqlite3_prepare_v2(db_,
+                         "SELECT key, value FROM metrics WHERE rowid IN"
+                         " (SELECT max(rowid) FROM metrics WHERE job_id=?1 GROUP BY key)",
+                         -1, &st.s, nullptr)
+      != SQLITE_OK)
+    return failure{sqlite3_errmsg(db_)};
+  for (auto& job : jobs) {
+    auto id = job.str();
+    sqlite3_reset(st.s);
+    sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+    while (sqlite3_step(st.s) == SQLITE_ROW)
+      out[job][reinterpret_cast<const char*>(sqlite3_column_text(st.s, 0))]
+        = sqlite3_column_double(st.s, 1);
   }
   return out;
 }
@@ -525,7 +626,10 @@ expected<size_t> journal::compact(int64_t cutoff_ms, const std::vector<job_id>& 
     return failure{e.error()};
   }
   auto n = static_cast<size_t>(sqlite3_changes(db_));
-  sql = "DELETE FROM doomed;"
+  // A tombstone lives as long as a final job would: any copy older than that is compacted
+  // by its own node anyway. (Not last: n counts the statement that ends each block.)
+  sql = "DELETE FROM tombstones WHERE deleted_ms < " + cut + ";"
+        "DELETE FROM doomed;"
         "INSERT INTO doomed SELECT id FROM task_batches WHERE final_count >= count"
         " AND finished_ms < " + cut + ";"
         "DELETE FROM task_ranges WHERE batch IN (SELECT id FROM doomed);"

@@ -26,9 +26,10 @@ struct write_batch {
   std::vector<task_batch> task_batches; ///< accept records of task batches
   std::vector<task_range> task_ranges;  ///< final records of task ranges
   std::vector<job_id> erase;            ///< jobs deleted with their transitions and metrics
+  std::vector<job_id> tombstones = {};  ///< jobs deleted by `monkey rm`: no copy may return
   bool empty() const {
     return records.empty() && metrics.empty() && task_batches.empty() && task_ranges.empty()
-           && erase.empty();
+           && erase.empty() && tombstones.empty();
   }
 };
 
@@ -46,7 +47,7 @@ wal_scan scan_wal(const std::string& path);
 
 class journal {
 public:
-  static constexpr int schema_version = 2;
+  static constexpr int schema_version = 3;
 
   /// Opens (creating when absent) DIR/journal.db. A garbled WAL tail is ignored with a
   /// warning appended to `warnings`; corruption in the middle is a failure.
@@ -78,6 +79,17 @@ public:
   /// The last value of every metric key of one job.
   expected<std::map<std::string, metric_point>> last_metrics(const job_id& job);
 
+  /// The jobs deleted by `monkey rm` (their tombstones), oldest first.
+  expected<std::vector<job_id>> load_tombstones();
+
+  /// Count, first, min, max and last of every metric key of one job.
+  expected<std::map<std::string, metric_stats>> metric_summary(const job_id& job);
+
+  /// The last value of every metric key of the given jobs (those without metrics are
+  /// left out).
+  expected<std::map<job_id, std::map<std::string, double>>>
+  last_metrics_of(const std::vector<job_id>& jobs);
+
   /// Deletes final jobs last updated before `cutoff_ms`, with their transitions and
   /// metrics, and task batches all of whose tasks were final before it; returns how many
   /// jobs and batches went.
@@ -99,6 +111,7 @@ private:
   sqlite3_stmt* put_job_ = nullptr;
   sqlite3_stmt* put_transition_ = nullptr;
   sqlite3_stmt* put_metric_ = nullptr;
+  sqlite3_stmt* put_tombstone_ = nullptr;
   sqlite3_stmt* del_job_ = nullptr;
   sqlite3_stmt* del_transitions_ = nullptr;
   sqlite3_stmt* del_metrics_ = nullptr;

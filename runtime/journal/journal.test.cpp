@@ -143,14 +143,55 @@ TEST_CASE("metrics keep their last value per key", "[runtime][journal]") {
   auto id = job_id::generate();
   write_batch b;
   for (int i = 0; i < 10; ++i)
-    b.metrics.push_back({id, 1, now_ms(), "loss", 1.0 / (i + 1)});
-  b.metrics.push_back({id, 1, now_ms(), "step", 9});
+    b.metrics.push_back({id, 1, now_ms(), "loss", 1.0 / (i + 1), i + 1});
+  b.metrics.push_back({id, 1, now_ms(), "acc", 9});
   REQUIRE((*j)->write(b));
   auto last = (*j)->last_metrics(id);
   REQUIRE(last);
   CHECK(last->at("loss").value == Approx(0.1));
-  CHECK(last->at("step").value == 9);
+  CHECK(last->at("acc").value == 9);
   CHECK((*j)->metrics(id, "loss", 100)->size() == 10);
+}
+
+TEST_CASE("a metric's history: count, first, min, max, last; last values of many jobs",
+          "[runtime][journal]") {
+  auto dir = temp_dir();
+  auto j = journal::open(dir, nullptr);
+  REQUIRE(j);
+  auto a = job_id::generate(), b = job_id::generate(), none = job_id::generate();
+  write_batch w;
+  int64_t step = 0;
+  for (double v : {0.9, 0.2, 0.5, 0.7})
+    w.metrics.push_back({a, 1, now_ms(), "loss", v, ++step});
+  w.metrics.push_back({a, 1, now_ms(), "acc", 0.8, 1});
+  w.metrics.push_back({b, 1, now_ms(), "loss", 3, 1});
+  REQUIRE((*j)->write(w));
+  REQUIRE((*j)->write(w)); // the same points again (a replicated batch sent twice): stored once
+  write_batch other_rank;
+  other_rank.metrics.push_back({a, 1, now_ms(), "loss", 0.1, 1, 1}); // rank 1's step 1
+  REQUIRE((*j)->write(other_rank));
+  auto s = (*j)->metric_summary(a);
+  REQUIRE(s);
+  REQUIRE(s->count("loss"));
+  auto& loss = s->at("loss");
+  CHECK(loss.count == 5);
+  CHECK(loss.first == Approx(0.9));
+  CHECK(loss.min == Approx(0.1));
+  CHECK(loss.max == Approx(0.9));
+  CHECK(loss.last == Approx(0.1));
+  auto series = (*j)->metrics(a, "loss", 100);
+  REQUIRE(series->size() == 5); // rank 0's steps 1..4, then rank 1's step 1
+  CHECK(series->at(0).step == 1);
+  CHECK(series->at(3).step == 4);
+  CHECK(series->at(4).rank == 1);
+  CHECK(s->at("acc").count == 1);
+  auto last = (*j)->last_metrics_of({a, b, none});
+  REQUIRE(last);
+  CHECK(last->size() == 2);
+  CHECK(last->at(a).at("loss") == Approx(0.1));
+  CHECK(last->at(a).at("acc") == Approx(0.8));
+  CHECK(last->at(b).at("loss") == Approx(3));
+  CHECK((*j)->metric_summary(none)->empty());
 }
 
 TEST_CASE("compaction removes old final jobs and keeps the rest", "[runtime][journal]") {
@@ -317,21 +358,56 @@ TEST_CASE("a schema-1 journal is migrated to the current schema", "[runtime][jou
     auto j = journal::open(dir, nullptr);
     REQUIRE((*j)->write({{rec}, {}, {}, {}, {}}));
   }
-  // Take it back to schema 1: drop what version 2 added.
+  // Take it back to schema 1: drop what versions 2 and 3 added; two metric points of the
+  // old form (no step: they must not collide on the new unique index).
   {
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open((dir + "/journal.db").c_str(), &db) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(db,
-                         "DROP TABLE task_ranges; DROP TABLE task_batches;"
-                         " DELETE FROM schema_version WHERE version > 1;",
-                         nullptr, nullptr, nullptr)
-            == SQLITE_OK);
+    auto sql = "DROP TABLE task_ranges; DROP TABLE task_batches; DROP INDEX metrics_point;"
+               " DROP TABLE tombstones;"
+               " ALTER TABLE metrics DROP COLUMN rank; ALTER TABLE metrics DROP COLUMN step;"
+               " INSERT INTO metrics VALUES('" + rec.id.str() + "', 1, 1, 'loss', 0.5);"
+               " INSERT INTO metrics VALUES('" + rec.id.str() + "', 1, 2, 'loss', 0.25);"
+               " DELETE FROM schema_version WHERE version > 1;";
+    REQUIRE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
   auto j = journal::open(dir, nullptr);
   REQUIRE(j);
   CHECK((*j)->load_jobs()->size() == 1);
+  auto points = (*j)->metrics(rec.id, "loss", 10);
+  REQUIRE(points);
+  REQUIRE(points->size() == 2);
+  CHECK(points->at(0).step < points->at(1).step);
+  CHECK(points->at(1).value == Approx(0.25));
   auto tasks = (*j)->load_tasks();
   REQUIRE(tasks);
   CHECK(tasks->empty());
+}
+
+TEST_CASE("tombstones: kept with the deletion, read back, pruned by compaction",
+          "[runtime][journal]") {
+  auto dir = temp_dir();
+  auto rec = make_record(1);
+  rec.state = job_state::succeeded;
+  {
+    auto j = journal::open(dir, nullptr);
+    REQUIRE((*j)->write({{rec}, {{rec.id, 1, 1, "loss", 0.5, 1}}, {}, {}, {}}));
+    write_batch rm;
+    rm.erase.push_back(rec.id);
+    rm.tombstones.push_back(rec.id);
+    REQUIRE((*j)->write(rm));
+    REQUIRE((*j)->write(rm)); // twice: one tombstone
+  }
+  auto j = journal::open(dir, nullptr); // they survive a restart
+  REQUIRE(j);
+  CHECK((*j)->load_jobs()->empty());
+  CHECK((*j)->metric_summary(rec.id)->empty());
+  auto t = (*j)->load_tombstones();
+  REQUIRE(t);
+  CHECK(*t == std::vector<job_id>{rec.id});
+  REQUIRE((*j)->compact(now_ms() - 60000)); // younger than the cutoff: kept
+  CHECK((*j)->load_tombstones()->size() == 1);
+  REQUIRE((*j)->compact(now_ms() + 60000));
+  CHECK((*j)->load_tombstones()->empty());
 }

@@ -213,6 +213,9 @@ launch_result launcher::impl::do_spawn(const launch_request& req) {
   if (!req.cgroup_dir.empty() && ::mkdir(req.cgroup_dir.c_str(), 0755) == 0) {
     res.cgroup_dir = req.cgroup_dir;
     cgroup_procs = req.cgroup_dir + "/cgroup.procs";
+    // Set before the child enters: the limit holds from its first allocation. Without the
+    // memory controller the worker's memory watch enforces it instead.
+    cgroup_limit_memory(req.cgroup_dir, req.mem_limit_mb);
   }
   // Everything the child touches is prepared before fork (only async-signal-safe calls
   // happen between fork and exec).

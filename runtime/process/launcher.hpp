@@ -21,6 +21,7 @@ struct launch_request {
   std::string stdout_path;
   std::string stderr_path;
   std::string cgroup_dir; ///< cgroup v2 directory to create and enter; empty: none
+  int64_t mem_limit_mb = 0; ///< memory.max of that cgroup (0: none)
 };
 
 struct launch_result {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/process/proc.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -157,6 +158,36 @@ std::string cgroup_base() {
   bool has_kill = ::access((probe + "/cgroup.kill").c_str(), W_OK) == 0;
   ::rmdir(probe.c_str());
   return has_kill ? base : std::string{};
+}
+
+int64_t group_rss_kb(int pgid) {
+  if (pgid <= 0)
+    return 0;
+  static const int64_t page_kb = std::max<long>(1, ::sysconf(_SC_PAGESIZE) / 1024);
+  int64_t total = 0;
+  for (int pid : pids_in_group(pgid, 0)) {
+    std::vector<std::string> f;
+    if (read_stat(pid, f) && f.size() > 22)
+      total += std::strtoll(f[22].c_str(), nullptr, 10) * page_kb; // field 24: rss pages
+  }
+  return total;
+}
+
+bool cgroup_limit_memory(const std::string& cgroup_dir, int64_t mb) {
+  if (cgroup_dir.empty() || mb <= 0)
+    return false;
+  if (!write_file(cgroup_dir + "/memory.max", std::to_string(mb * 1024 * 1024)))
+    return false;
+  write_file(cgroup_dir + "/memory.swap.max", "0"); // absent without swap accounting
+  return true;
+}
+
+bool cgroup_memory_limited(const std::string& cgroup_dir) {
+  if (cgroup_dir.empty())
+    return false;
+  std::ifstream in(cgroup_dir + "/memory.max");
+  std::string v;
+  return (in >> v) && v != "max";
 }
 
 bool cgroup_oom_killed(const std::string& cgroup_dir) {

@@ -28,6 +28,16 @@ int kill_leftovers(const std::string& cgroup_dir, int pgid, uint64_t start_ticks
 /// cgroup v2 is absent or not writable.
 std::string cgroup_base();
 
+/// Resident memory of the live processes of group `pgid`, in KB (summed over them).
+int64_t group_rss_kb(int pgid);
+
+/// Sets the cgroup's memory.max to `mb` MB (and memory.swap.max to 0, so that going over
+/// means the OOM killer, not swap); false when the memory controller is not available.
+bool cgroup_limit_memory(const std::string& cgroup_dir, int64_t mb);
+
+/// True when the cgroup's memory.max is a number (a limit), not "max" or absent.
+bool cgroup_memory_limited(const std::string& cgroup_dir);
+
 /// True when the cgroup has a memory.events file reporting an oom_kill.
 bool cgroup_oom_killed(const std::string& cgroup_dir);
 

@@ -217,6 +217,12 @@ caf::behavior supervisor_impl(supervisor_actor* self, std::string name, supervis
       return rp;
     },
     [=](atoms::kill, const std::string& path) -> caf::result<std::string> {
+      // The path as the user gave it names the actor in the answer, at every depth.
+      self->delegate(caf::actor_cast<caf::actor>(self), atoms::kill::value, path, path);
+      return caf::delegated<std::string>{};
+    },
+    [=](atoms::kill, const std::string& path, const std::string& shown)
+      -> caf::result<std::string> {
       auto& st = self->state;
       auto slash = path.find('/');
       auto head = path.substr(0, slash);
@@ -226,7 +232,7 @@ caf::behavior supervisor_impl(supervisor_actor* self, std::string name, supervis
         if (slash != std::string::npos) {
           if (!slot.spec.answers_tree)
             return make_error(errc::not_found, head + " has no children");
-          self->delegate(slot.handle, atoms::kill::value, path.substr(slash + 1));
+          self->delegate(slot.handle, atoms::kill::value, path.substr(slash + 1), shown);
           return caf::delegated<std::string>{};
         }
         // exit_reason::kill cannot be trapped: a supervisor so killed would leave its
@@ -234,8 +240,8 @@ caf::behavior supervisor_impl(supervisor_actor* self, std::string name, supervis
         // and stops its subtree in reverse order first.
         self->send_exit(slot.handle, slot.spec.supervisor ? caf::exit_reason::user_shutdown
                                                           : caf::exit_reason::kill);
-        return "killed " + st.name + "/" + head + " (#" + std::to_string(slot.handle.id())
-               + "); its supervisor restarts it";
+        return "killed " + shown + " (#" + std::to_string(slot.handle.id()) + "); its supervisor "
+               + st.name + " restarts it";
       }
       return make_error(errc::not_found, "no actor '" + head + "' under " + st.name);
     },

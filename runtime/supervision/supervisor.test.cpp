@@ -233,13 +233,19 @@ TEST_CASE("kill by path reaches a nested child", "[runtime][supervisor]") {
   f.sched.run();
   std::string text;
   f.self->receive([&](std::string& t) { text = t; }, caf::after(std::chrono::seconds(0)) >> [] {});
-  CHECK_THAT(text, Catch::Contains("killed inner/leaf"));
+  CHECK_THAT(text, Catch::StartsWith("killed inner/leaf (#"));
+  CHECK_THAT(text, Catch::EndsWith("its supervisor inner restarts it"));
   CHECK(f.starts["leaf"] == 2);
   // Killing a supervisor takes its subtree down with it, then restarts both.
   auto old_leaf = f.which(f.which(top, "inner"), "leaf");
   f.self->send(top, atoms::kill::value, std::string("inner"));
   f.sched.run();
-  f.self->receive([](std::string&) {}, caf::after(std::chrono::seconds(0)) >> [] {});
+  std::string top_text;
+  f.self->receive([&](std::string& t) { top_text = t; },
+                  caf::after(std::chrono::seconds(0)) >> [] {});
+  // The same form at every depth: the path as given, then the supervisor that restarts it.
+  CHECK_THAT(top_text, Catch::StartsWith("killed inner (#"));
+  CHECK_THAT(top_text, Catch::EndsWith("restarts it"));
   CHECK(f.starts["leaf"] == 3);
   CHECK_FALSE(f.answers(old_leaf));
   f.self->send(top, atoms::kill::value, std::string("nobody"));

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The monkey CLI against a real node: spec files and their errors, --wait exit codes,
 dependencies and arrays, logs, why, and cancel of a whole process group."""
+import json
 import os
 import time
 
@@ -76,7 +77,8 @@ def dependencies_and_arrays(c):
     logs = sorted(c.monkey("logs", i).stdout.strip() for i in ids)
     check(logs == ["0", "3", "6", "9"], f"indices {logs}")
     gpu = c.submit("--gpus", "2", "--", "true")
-    check(c.monkey("why", gpu).stdout.strip() == "needs 2 gpus; this node has 0", "why gpus")
+    why = c.monkey("why", gpu).stdout
+    check("needs 2 gpus; this node has 0" in why and "waits for a node with" in why, why)
     c.monkey("cancel", gpu)
 
 
@@ -124,9 +126,103 @@ def bounded_queue(c):
         c.monkey("cancel", j)
 
 
+def sweep_columns_and_metrics(c):
+    """A hand-made sweep compared in one command: names with their placeholders filled,
+    jobs filtered by name and parameter, parameter and metric columns sorted on; show's
+    metric history and series; the command shown filled in and pasteable."""
+    c.start("n1", "--cpus", "2")
+    ids = {}
+    for lr in ("0.3", "0.1", "0.2"):
+        ids[lr] = c.submit("--name", "sweep-lr{lr}-bs{bs}", "--set", f"lr={lr}", "--set", "bs=32",
+                           "--", "awk", "-v", "lr={lr}",
+                           'BEGIN { for (i = 1; i <= 3; i++) printf "MONKEY_METRIC loss=%g\\n", lr * 10 / i }')
+    other = c.submit("--name", "other", "--set", "who=bob", "--", "sh", "-c", 'echo "hi {who}"')
+    for j in list(ids.values()) + [other]:
+        check(c.wait_final(j)["state"] == "succeeded", f"job {j} succeeded")
+    listed = json.loads(c.monkey("jobs", "--name", "sweep-*", "--json").stdout)
+    check(sorted(j["name"] for j in listed)
+          == ["sweep-lr0.1-bs32", "sweep-lr0.2-bs32", "sweep-lr0.3-bs32"],
+          f"names filled, filtered by glob: {[j['name'] for j in listed]}")
+    check(all(j["params"]["bs"] == "32" and abs(j["metrics"]["loss"] - float(j["params"]["lr"]) * 10 / 3) < 1e-6
+              for j in listed), f"--json carries params and the last metric values: {listed}")
+    one = json.loads(c.monkey("jobs", "--param", "lr=0.2", "--json").stdout)
+    check([j["id"] for j in one] == [ids["0.2"]], f"--param filters: {one}")
+    table = c.monkey("jobs", "--name", "sweep-*", "--columns", "lr,loss", "--sort", "loss").stdout
+    lines = table.splitlines()
+    check("LR" in lines[0] and "LOSS" in lines[0], f"column headers: {lines[0]}")
+    order = [l.split()[1] for l in lines[1:]]
+    check(order == ["sweep-lr0.1-bs32", "sweep-lr0.2-bs32", "sweep-lr0.3-bs32"],
+          f"sorted by loss: {table}")
+    desc = c.monkey("jobs", "--name", "sweep-*", "--columns", "lr", "--sort", "-lr").stdout
+    check([l.split()[1] for l in desc.splitlines()[1:]][0] == "sweep-lr0.3-bs32",
+          f"-COLUMN sorts descending: {desc}")
+    shown = c.monkey("show", ids["0.3"]).stdout
+    check("metric    loss: last 1 (3 points; first 3, min 1, max 3)" in shown,
+          f"show prints the metric's history: {shown}")
+    series = c.monkey("show", ids["0.3"], "--metric", "loss").stdout.splitlines()
+    check(len(series) == 4 and series[1].split()[-1] == "3" and series[3].split()[-1] == "1",
+          f"show --metric prints the series: {series}")
+    r = c.monkey("show", ids["0.3"], "--metric", "nope", check_rc=False)
+    check(r.returncode != 0 and "no metric 'nope'" in r.stderr and "loss" in r.stderr, r.stderr)
+    shown = c.monkey("show", other).stdout
+    check("command   sh -c 'echo \"hi bob\"'" in shown,
+          f"the command filled in, quoting kept: {shown}")
+    running = c.submit("--", "sleep", "5")
+    wait_until(lambda: c.show(running)["state"] == "running", 30, "a running job")
+    shown = c.monkey("show", running).stdout
+    check("running: ;" not in shown and "running: since" in shown,
+          f"a running attempt shows no empty cause: {shown}")
+
+
+def retry_backoff(c):
+    """Retries wait a doubling backoff, and why says when the next one starts."""
+    c.start("n1")
+    r = c.monkey("submit", "--retry-backoff", "soon", "--", "true", check_rc=False)
+    check(r.returncode == 2 and "--retry-backoff" in r.stderr, r.stderr)
+    jid = c.submit("--retries", "2", "--retry-backoff", "1s..10s", "--", "sh", "-c", "exit 1")
+    why = wait_until(lambda: (lambda w: w if "backoff" in w else None)(
+        c.monkey("why", jid).stdout), 30, "why to name the backoff")
+    check("retry 1 of 2 waits for its backoff" in why and "starts at" in why, why)
+    s = c.wait_final(jid)
+    a = s["attempts"]
+    check(s["state"] == "failed" and len(a) == 3, f"three attempts: {s['state']} {len(a)}")
+    gap1 = a[1]["started_ms"] - a[0]["ended_ms"]
+    gap2 = a[2]["started_ms"] - a[1]["ended_ms"]
+    check(gap1 >= 950 and gap2 >= 1950, f"waits of 1 s, then 2 s: {gap1} ms, {gap2} ms")
+
+
+def mem_limit(c):
+    """--mem is enforced (cgroup memory.max, else the runtime's memory watch) and the kill
+    is reported as out of memory."""
+    c.start("n1")
+    jid = c.submit("--mem", "64M", "--", "python3", "-c",
+                   "import time\nb = b'x' * (400 * 1024 * 1024)\ntime.sleep(30)")
+    s = c.wait_final(jid, timeout=60)
+    cause = s["attempts"][-1]["cause"]
+    check(s["state"] == "failed" and "--mem limit of 64 MB" in cause, f"{s['state']}: {cause}")
+    ok = c.submit("--mem", "256M", "--", "python3", "-c", "b = b'x' * (16 * 1024 * 1024)")
+    check(c.wait_final(ok)["state"] == "succeeded", "a job within its limit runs")
+
+
+def unsatisfiable_waits(c):
+    """A job no node has room for is queued with the reason (such a node may join), and
+    submit warns."""
+    c.start("n1", "--cpus", "2", "--gpus", "none")
+    r = c.monkey("submit", "--gpus", "1", "--", "true")
+    jid = r.stdout.strip().splitlines()[-1]
+    check("warning: no alive node has 1 cpus and 1 gpus" in r.stderr, f"submit warns: {r.stderr}")
+    why = c.monkey("why", jid).stdout
+    check("waits for a node with 1 cpus and 1 gpus" in why and "joins" in why, why)
+    check(c.show(jid)["state"] == "queued", "it stays queued")
+
+
 run(spec_files_and_errors)
 run(wait_exit_codes)
 run(dependencies_and_arrays)
 run(logs_follow)
 run(cancel_whole_group)
 run(bounded_queue)
+run(sweep_columns_and_metrics)
+run(retry_backoff)
+run(mem_limit)
+run(unsatisfiable_waits)

@@ -4,10 +4,12 @@ kill -9 detection and rejoin, a frozen node (SIGSTOP) going suspect then dead an
 after SIGCONT, a planned leave, a node with the wrong secret kept out, `monkey down`."""
 import json
 import os
+import re
 import signal
 import subprocess
+import time
 
-from harness import RUNTIME, check, pid_alive, refused_joiner, run, wait_until
+from harness import RUNTIME, check, journal_rows, pid_alive, refused_joiner, run, wait_until
 
 
 def up(c, n):
@@ -160,6 +162,13 @@ def minority_stops(c):
         r = c.monkey("submit", "--address", alone["address"], "--", "true", check_rc=False)
         check(r.returncode != 0 and "cannot see a majority" in r.stderr,
               f"a submission is refused with the reason: {r.returncode} {r.stderr}")
+        # The refusal counts members as `nodes` does (the agreed list).
+        listed = re.search(r"agreed member list: (\d+), of which alive: (\d+)",
+                           c.monkey("nodes", "--address", alone["address"]).stdout)
+        said = re.search(r"(\d+) of (\d+) agreed members alive", r.stderr)
+        check(listed and said and (said.group(1), said.group(2)) == (listed.group(2),
+                                                                     listed.group(1)),
+              f"the same member counts in nodes and the refusal: {r.stderr}")
         s = json.loads(c.monkey("show", running, "--json", "--address", alone["address"]).stdout)
         check(s["state"] in ("running", "succeeded"), f"what runs goes on: {s['state']}")
     finally:
@@ -207,6 +216,148 @@ def drain_node(c):
     down(c, [n["pid"] for n in nodes if n is not victim])
 
 
+def node_names_restart(c):
+    """Every node has a name (`monkey up` passes n1, n2, ...): `nodes`, `jobs` and `show`
+    show it, and it is accepted as --address and as drain's NODE. `up --restart NAME`
+    starts a killed node again on its data directory; a job no node has room for waits
+    queued with the reason; a drain that would leave no majority warns first."""
+    nodes = up(c, 3)
+    listed = json.loads(c.monkey("nodes", "--json").stdout)
+    check(sorted(m["name"] for m in listed) == ["n1", "n2", "n3"], f"names: {listed}")
+    table = c.monkey("nodes").stdout
+    check(table.splitlines()[0].startswith("NAME") and "n2 " in table, table)
+    st = c.monkey("status", "--address", "n2").stdout
+    check("this node: n2 " in st and "cluster:" in st, f"--address by name: {st}")
+    r = c.monkey("status", "--address", "n9", check_rc=False)
+    check(r.returncode != 0 and "n9" in r.stderr and "n1" in r.stderr, r.stderr)
+    jid = c.monkey("submit", "--address", "n2", "--", "true").stdout.strip().splitlines()[-1]
+    c.wait_final(jid)
+    row = [l for l in c.monkey("jobs").stdout.splitlines() if l.startswith(jid[-10:])]
+    check(row and row[0].split()[7] in ("n1", "n2", "n3"), f"jobs names the node: {row}")
+    shown = c.monkey("show", jid).stdout
+    check(any(f"attempt 1 on {n} " in shown for n in ("n1", "n2", "n3"))
+          and "owner n" in shown, f"show names the nodes: {shown}")
+    # Unsatisfiable: queued with the reason, not refused (a node with a GPU may join).
+    r = c.monkey("submit", "--gpus", "1", "--", "true", check_rc=False)
+    check(r.returncode == 0 and "warning: no alive node has" in r.stderr,
+          f"accepted with a warning: {r.returncode} {r.stderr}")
+    gpu_job = r.stdout.strip().splitlines()[-1]
+    why = c.monkey("why", gpu_job).stdout
+    check("waits for a node with 1 cpus and 1 gpus" in why, why)
+    # kill -9 n3, then `up --restart n3`.
+    victim = [n for n in nodes if n["name"] == "n3"][0]
+    os.kill(victim["pid"], signal.SIGKILL)
+    wait_until(lambda: (lambda s: s and s["state"] == "dead")(
+        state_of(c, nodes[0]["address"], victim["pid"])), 20, "n3 to be declared dead")
+    r = c.monkey("up", "--restart", "n3", "--json", timeout=120)
+    back = json.loads(r.stdout)
+    check(back["name"] == "n3" and back["pid"] != victim["pid"], f"restarted: {back}")
+    m = wait_until(lambda: (lambda s: s if s and s["state"] == "alive" else None)(
+        state_of(c, nodes[0]["address"], back["pid"])), 30, "n1 to see n3 back")
+    check(m["incarnation"].startswith("2.") and m["name"] == "n3", f"the same node: {m}")
+    r = c.monkey("up", "--restart", "n3", check_rc=False)
+    check(r.returncode != 0 and "running" in r.stderr, f"a running node is not restarted: {r.stderr}")
+    r = c.monkey("up", "--restart", "n7", check_rc=False)
+    check(r.returncode == 2 and "n1, n2, n3" in r.stderr, r.stderr)
+    # Drain by name (a majority stays: no warning; the rule's table is in membership.test).
+    env = dict(c.env, MONKEY_ADDRESS=[n for n in nodes if n["name"] == "n1"][0]["address"])
+    r = c.monkey("drain", "n3", "--wait", env=env, timeout=120)
+    check("no majority" not in r.stderr and "n3" in r.stdout and "has left" in r.stdout,
+          f"drain by name: {r.stdout} {r.stderr}")
+    os.kill(nodes[1]["pid"], signal.SIGKILL)
+    r = c.monkey("down", timeout=120)
+    check("1 node stopped, 2 already not running" in r.stdout, f"down counts: {r.stdout}")
+
+
+def metrics_outlive_their_node(c):
+    """Metric points go to the job's holders as they come: after the node that ran the job
+    is killed, show (answered by another holder) still has the history and the series."""
+    nodes = up(c, 3)
+    jid = c.submit("--", "sh", "-c",
+                   'for i in 1 2 3 4; do echo "MONKEY_METRIC step=$((i * 10)) loss=0.$((10 - i))"; done')
+    s = c.wait_final(jid)
+    check(s["state"] == "succeeded", f"the job succeeded: {s['state']}")
+    ran_on = s["attempts"][0]["attempt_id"].split(".")[0]
+    listed = json.loads(c.monkey("nodes", "--json").stdout)
+    runner = [m for m in listed if m["node"].startswith(ran_on)][0]
+    survivors = [n for n in nodes if n["pid"] != runner["pid"]]
+    # Every holder has the points soon (they are sent each tick).
+    wait_until(lambda: json.loads(c.monkey("show", jid, "--json", "--address",
+                                           survivors[0]["address"]).stdout)
+               ["metric_history"].get("loss", {}).get("count") == 4, 20,
+               "the points to reach the other holders")
+    os.kill(runner["pid"], signal.SIGKILL)
+    wait_until(lambda: (lambda m: m and m["state"] == "dead")(
+        state_of(c, survivors[0]["address"], runner["pid"])), 20, "the runner to be declared dead")
+    shown = json.loads(c.monkey("show", jid, "--json", "--address",
+                                survivors[0]["address"]).stdout)
+    h = shown["metric_history"].get("loss")
+    check(h and h["count"] == 4 and abs(h["first"] - 0.9) < 1e-9 and abs(h["last"] - 0.6) < 1e-9,
+          f"the history outlives the node that ran the job: {shown['metric_history']}")
+    check([p["step"] for p in json.loads(c.monkey(
+        "show", jid, "--json", "--metric", "loss", "--address", survivors[0]["address"]
+    ).stdout)["series"]] == [10, 20, 30, 40], "the series keeps each point's step")
+    row = json.loads(c.monkey("jobs", "--json", "--address", survivors[0]["address"]).stdout)
+    check(any(j["id"] == jid and abs(j["metrics"].get("loss", 0) - 0.6) < 1e-9 for j in row),
+          f"jobs --json has the last value too: {row}")
+    down(c, [n["pid"] for n in survivors])
+
+
+def rm_with_tombstones(c):
+    """`monkey rm` deletes finished jobs (records, logs, metrics) on every member; a member
+    that was down keeps its copy until it returns, and is then told to delete it (the
+    tombstone), so the job does not come back. Unfinished jobs are refused."""
+    nodes = up(c, 3)
+    members = {m["node"]: m for m in json.loads(c.monkey("nodes", "--json").stdout)}
+    name_of = {n: m["name"] for n, m in members.items()}
+    ids = [c.submit("--", "sh", "-c", "echo out; echo 'MONKEY_METRIC loss=1'") for _ in range(6)]
+    for j in ids:
+        c.wait_final(j)
+    running = c.submit("--", "sleep", "60")
+    r = c.monkey("rm", running, check_rc=False)
+    check(r.returncode == 1 and "cancel it first" in r.stderr, f"a job not finished is kept: {r.stderr}")
+    # A job held by n3, which is then killed: rm reaches the other holder only.
+    held = {j: [name_of.get(h) for h in c.show(j)["replicas"]] for j in ids}
+    victim_job = [j for j in ids if "n3" in held[j]][0]
+    n3 = [n for n in nodes if n["name"] == "n3"][0]
+    os.kill(n3["pid"], signal.SIGKILL)
+    n1 = [n for n in nodes if n["name"] == "n1"][0]
+    wait_until(lambda: (lambda m: m and m["state"] == "dead")(state_of(c, n1["address"], n3["pid"])),
+               20, "n3 to be declared dead")
+    r = c.monkey("rm", victim_job[-8:])
+    check("removed 1 job" in r.stdout and "(dead)" in r.stdout,
+          f"rm says who was not reached: {r.stdout}")
+    listed = lambda addr=None: [j["id"] for j in json.loads(c.monkey(
+        "jobs", "--json", *(["--address", addr] if addr else [])).stdout)]
+    check(victim_job not in listed(), "the removed job is gone from the listing")
+    r = c.monkey("show", victim_job, check_rc=False)
+    check(r.returncode != 0 and "no job" in r.stderr, f"show finds it no more: {r.stderr}")
+    # n3 comes back with its copy: told by a member with the tombstone, it deletes it.
+    c.monkey("up", "--restart", "n3", timeout=120)
+    n3_data = n3["data_dir"]
+
+    def gone_everywhere():
+        rows = list(journal_rows([n3_data], f"SELECT id FROM jobs WHERE id='{victim_job}'"))
+        return not rows and victim_job not in listed()
+    wait_until(gone_everywhere, 30, "the returning node to delete its copy")
+    time.sleep(3)
+    check(victim_job not in listed(), "and it does not come back")
+    check(not os.path.exists(os.path.join(n3_data, "logs", victim_job)), "its logs are gone on n3")
+    # --older-than: every finished job; --dry-run removes nothing.
+    r = c.monkey("rm", "--older-than", "0s", "--state", "succeeded", "--dry-run")
+    check("5 jobs would be removed" in r.stdout, r.stdout)
+    r = c.monkey("rm", "--older-than", "0s")
+    check("removed 5 jobs" in r.stdout, r.stdout)
+    left = [j for j in listed()]
+    check(left == [running], f"only the running job is left: {left}")
+    for n in nodes:
+        data = n["data_dir"]
+        check(not list(journal_rows([data], "SELECT job_id FROM metrics WHERE key='loss'")),
+              f"no metric of a removed job is left on {n['name']}")
+    c.monkey("cancel", running)
+    c.monkey("down", timeout=120)
+
+
 if __name__ == "__main__":
     run(up_kill9_rejoin)
     run(sigstop_suspect_dead_refute)
@@ -214,3 +365,6 @@ if __name__ == "__main__":
     run(wrong_secret_join)
     run(minority_stops)
     run(drain_node)
+    run(node_names_restart)
+    run(metrics_outlive_their_node)
+    run(rm_with_tombstones)

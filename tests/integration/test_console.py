@@ -64,7 +64,10 @@ def console_repl(c):
     check("coordinator" in out and "worker-" in out and "journal" in out, out)
     p.send("kill core/coordinator\r")
     out = p.read_until("monkey> ")
-    check("killed core/coordinator" in out, out)
+    check("killed core/coordinator (#" in out and "its supervisor core restarts it" in out, out)
+    p.send("kill core/router\r")  # a child of core, as core is of root: the same form
+    out = p.read_until("monkey> ")
+    check("killed core/router (#" in out and "its supervisor core restarts it" in out, out)
     p.send("tree\r")
     out = p.read_until("monkey> ")
     check("restarts 1" in out, f"restart counted: {out}")

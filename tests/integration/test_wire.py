@@ -28,7 +28,7 @@ def answers(c):
     8 here. The bound: that first try ends by its deadline with an error that says so,
     never a hang, and the next one is answered; docs/cluster.md, Security.)"""
     r = answers_once(c)
-    if r.returncode == 0 and "node " in r.stdout:
+    if r.returncode == 0 and "this node:" in r.stdout:
         return True
     check(r.returncode != 0 and ("timed out" in r.stderr or "did not answer" in r.stderr
                                  or "unreachable" in r.stderr),

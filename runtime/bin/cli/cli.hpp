@@ -6,6 +6,7 @@
 // dispatches; the console runs every line through the same run_cli.
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,6 +74,12 @@ verb_def add_up(CLI::App& app);
 verb_def add_down(CLI::App& app);
 verb_def add_certs(CLI::App& app);
 verb_def add_console(CLI::App& app);
+verb_def add_rm(CLI::App& app);
+
+/// Node id → name, as the connected node knows its members (empty when it cannot say).
+std::map<std::string, std::string> node_names(context& ctx);
+/// The name of `node` in `names`, else the node id.
+std::string name_of(const std::map<std::string, std::string>& names, const std::string& node);
 
 /// Prints "monkey: MSG" on stderr and returns `code`.
 int fail(const std::string& msg, int code = 1);
@@ -85,6 +92,10 @@ int run_cli(int argc, char** argv, client* shared);
 std::string age(int64_t ms);
 std::string clock_time(int64_t ms);
 json to_json(const job_summary& s);
+/// `arg` as a POSIX shell reads it back ('…' quoting where needed).
+std::string shell_quote(const std::string& arg);
+/// The command with its placeholders filled, each argument quoted as needed (pasteable).
+std::string command_line(const job_spec& spec);
 json to_json(const attempt_record& a);
 json to_json(const show_reply& r);
 json to_json(const status_reply& s);

@@ -18,7 +18,7 @@ namespace {
 /// The verbs that run over the console's connection (the banner, `help` and completion list
 /// these; `up`, `down`, `certs` act on this machine and `console` is refused here).
 const char* const verbs[] = {"submit", "jobs",  "status", "show",  "logs", "cancel", "why",
-                             "devices", "nodes", "drain", "tree", "kill", "tasks", nullptr};
+                             "devices", "nodes", "drain", "tree", "kill", "tasks", "rm", nullptr};
 /// The console's own words.
 const char* const own_words[] = {"help", "exit", "quit", nullptr};
 

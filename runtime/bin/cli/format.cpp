@@ -39,7 +39,27 @@ json to_json(const job_summary& s) {
           {"gpus", s.gpus},           {"submitted_ms", s.submitted_ms},
           {"updated_ms", s.updated_ms}, {"exit_code", s.exit_code},
           {"reason", s.reason},       {"owner", s.owner},
-          {"ran_on", s.ran_on},       {"version", s.version}};
+          {"ran_on", s.ran_on},       {"version", s.version},
+          {"params", s.params},       {"metrics", s.metrics}};
+}
+
+std::string shell_quote(const std::string& arg) {
+  if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789_./=:,@%+-")
+                        == std::string::npos)
+    return arg;
+  std::string out = "'";
+  for (char c : arg)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string command_line(const job_spec& spec) {
+  auto argv = substitute_params(spec);
+  std::string out;
+  for (auto& a : argv ? *argv : spec.command)
+    out += (out.empty() ? "" : " ") + shell_quote(a);
+  return out;
 }
 
 json to_json(const attempt_record& a) {
@@ -58,6 +78,14 @@ json to_json(const show_reply& r) {
   json deps = json::array();
   for (auto& d : rec.spec.after)
     deps.push_back(d.kind + ":" + d.job.str());
+  json history = json::object();
+  for (auto& [k, s] : r.metric_history)
+    history[k] = {{"count", s.count}, {"first", s.first}, {"min", s.min}, {"max", s.max},
+                  {"last", s.last}};
+  json series = json::array();
+  for (auto& p : r.series)
+    series.push_back({{"attempt", p.attempt}, {"rank", p.rank}, {"step", p.step},
+                      {"ts_ms", p.ts_ms}, {"value", p.value}});
   return {{"id", rec.id.str()},
           {"name", display_name(rec.spec)},
           {"state", to_string(rec.state)},
@@ -85,7 +113,13 @@ json to_json(const show_reply& r) {
           {"submitted_ms", rec.submitted_ms},
           {"updated_ms", rec.updated_ms},
           {"attempts", attempts},
+          {"command_line", command_line(rec.spec)},
+          {"retry_backoff_s", rec.spec.retry_backoff_s},
+          {"retry_backoff_max_s", rec.spec.retry_backoff_max_s},
+          {"not_before_ms", rec.not_before_ms},
           {"metrics", r.last_metrics},
+          {"metric_history", history},
+          {"series", series},
           {"why", r.why}};
 }
 

@@ -20,6 +20,9 @@ verb_def add_up(CLI::App& app) {
   s->add_flag("--no-measure", o->no_measure, "skip measuring device speed");
   s->add_flag("--tls", o->tls, "TLS between nodes and clients; certificates from "
                                "MONKEY_HOME/certs (created when missing)");
+  s->add_option("--restart", o->restart,
+                "start node NAME (n1, n2, ...) of the cluster again, on its data directory and "
+                "with its options, after it was killed or stopped");
   verb_def v{s, [o](context& ctx) {
                auto opt = *o;
                opt.runtime_args = ctx.command;
@@ -33,7 +36,8 @@ verb_def add_up(CLI::App& app) {
 
 verb_def add_down(CLI::App& app) {
   auto grace = std::make_shared<double>(30);
-  auto* s = app.add_subcommand("down", "stop the local cluster started by `monkey up`");
+  auto* s = app.add_subcommand("down", "stop the local cluster started by `monkey up` (also "
+                                       "nodes restarted since, by `up --restart` or by hand)");
   s->add_option("--grace", *grace, "seconds before SIGKILL")->capture_default_str();
   return {s, [grace](context&) { return cluster_down(*grace); }, false, false};
 }

@@ -21,10 +21,39 @@ expected<client*> context::connect() {
   if (!key)
     return failure{key.error()};
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(g.timeout_s * 1000));
-  auto c = client::connect(find_addresses(g.address), credentials{*key}, find_tls_files(g.tls_dir),
-                           timeout);
+  auto tls = find_tls_files(g.tls_dir);
+  // `--address n2`: a node's name (no ':'), looked up in the member list of whichever
+  // node of the cluster answers first.
+  bool by_name = !g.address.empty() && g.address.find(':') == std::string::npos
+                 && g.address.find(',') == std::string::npos;
+  auto c = client::connect(find_addresses(by_name ? std::string{} : g.address),
+                           credentials{*key}, tls, timeout);
   if (!c)
-    return failure{c.error()};
+    return failure{by_name ? "--address " + g.address + ": no node answered to look the name up ("
+                               + c.error() + ")"
+                           : c.error()};
+  if (by_name) {
+    auto n = (*c)->call<nodes_reply>(verb::nodes, std::string{});
+    if (!n)
+      return failure{"--address " + g.address + ": " + n.error()};
+    auto hits = find_members(n->members, g.address);
+    if (hits.size() != 1) {
+      std::string names;
+      for (auto& m : n->members)
+        names += (names.empty() ? "" : ", ") + (m.name.empty() ? m.node : m.name);
+      return failure{"--address " + g.address + ": "
+                     + (hits.empty() ? "no node of that name" : "ambiguous") + " (nodes: "
+                     + names + "; or give HOST:PORT)"};
+    }
+    if (hits[0]->node != n->self) {
+      auto address = hits[0]->address;
+      auto state = hits[0]->state;
+      c = client::connect({address}, credentials{*key}, tls, timeout);
+      if (!c)
+        return failure{"--address " + g.address + " (" + address + ", " + to_string(state)
+                       + "): " + c.error()};
+    }
+  }
   own = std::move(*c);
   return own.get();
 }
@@ -158,7 +187,7 @@ int run_cli(int argc, char** argv, client* shared) {
                               add_why(app),     add_devices(app), add_nodes(app),
                               add_drain(app),   add_tree(app),   add_kill(app),
                               add_tasks(app),   add_up(app),     add_down(app),
-                              add_certs(app),   add_console(app)};
+                              add_certs(app),   add_console(app), add_rm(app)};
   try {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {

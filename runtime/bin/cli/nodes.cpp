@@ -2,6 +2,7 @@
 // monkey nodes and monkey drain NODE: the members, and a planned leave.
 #include "runtime/bin/cli/cli.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <thread>
@@ -21,6 +22,7 @@ int run_nodes(context& ctx) {
     json out = json::array();
     for (auto& m : r->members)
       out.push_back({{"node", m.node},
+                     {"name", m.name},
                      {"address", m.address},
                      {"pid", m.pid},
                      {"incarnation", incarnation_text(m.incarnation)},
@@ -34,10 +36,11 @@ int run_nodes(context& ctx) {
     std::cout << out.dump() << "\n";
     return 0;
   }
-  std::printf("%-17s %-22s %8s %6s %-8s %-20s %-10s %s\n", "NODE", "ADDRESS", "PID", "INC",
-              "STATE", "SINCE", "DEVICES", "REASON");
+  std::printf("%-10s %-17s %-22s %8s %6s %-8s %-20s %-10s %s\n", "NAME", "NODE", "ADDRESS",
+              "PID", "INC", "STATE", "SINCE", "DEVICES", "REASON");
   for (auto& m : r->members)
-    std::printf("%-17s %-22s %8d %6s %-8s %-20s %-10s %s\n",
+    std::printf("%-10s %-17s %-22s %8d %6s %-8s %-20s %-10s %s\n",
+                (m.name.empty() ? "-" : m.name).c_str(),
                 (m.node + (m.node == r->self ? "*" : "")).c_str(), m.address.c_str(), m.pid,
                 incarnation_text(m.incarnation).c_str(), to_string(m.state),
                 clock_time(m.since_ms).c_str(), m.devices.c_str(), m.reason.c_str());
@@ -57,6 +60,13 @@ int run_drain(context& ctx, const drain_options& o) {
   auto c = ctx.connect();
   if (!c)
     return fail(c.error());
+  // The majority rule stands, but a drain that leaves the cluster without one is said first.
+  if (auto n = (*c)->call<nodes_reply>(verb::nodes, std::string{})) {
+    auto hits = find_members(n->members, o.node);
+    if (hits.size() == 1 && hits[0]->state == member_state::alive)
+      if (auto w = leave_warning(n->members, n->agreed, {hits[0]->node}); !w.empty())
+        std::fprintf(stderr, "monkey: warning: %s\n", w.c_str());
+  }
   auto r = (*c)->call<text_reply>(verb::drain, id_request{o.node, false});
   if (!r)
     return fail("drain: " + r.error());
@@ -74,17 +84,33 @@ int run_drain(context& ctx, const drain_options& o) {
     auto n = (*other)->call<nodes_reply>(verb::nodes, std::string{});
     if (!n)
       continue;
-    for (auto& m : n->members)
-      if ((m.node.compare(0, o.node.size(), o.node) == 0 || m.address == o.node)
-          && (m.state == member_state::left || m.state == member_state::dead)) {
-        std::printf("node %s has %s the cluster\n", m.node.c_str(),
-                    m.state == member_state::left ? "left" : "died and left");
-        return m.state == member_state::left ? 0 : 1;
+    for (auto* m : find_members(n->members, o.node))
+      if (m->state == member_state::left || m->state == member_state::dead) {
+        std::printf("node %s has %s the cluster\n", node_label(n->members, m->node).c_str(),
+                    m->state == member_state::left ? "left" : "died and left");
+        return m->state == member_state::left ? 0 : 1;
       }
   }
 }
 
 } // namespace
+
+std::map<std::string, std::string> node_names(context& ctx) {
+  std::map<std::string, std::string> out;
+  auto c = ctx.connect();
+  if (!c)
+    return out;
+  if (auto n = (*c)->call<nodes_reply>(verb::nodes, std::string{}))
+    for (auto& m : n->members)
+      if (!m.name.empty())
+        out[m.node] = m.name;
+  return out;
+}
+
+std::string name_of(const std::map<std::string, std::string>& names, const std::string& node) {
+  auto it = names.find(node);
+  return it == names.end() ? node : it->second;
+}
 
 verb_def add_nodes(CLI::App& app) {
   auto* s = app.add_subcommand("nodes", "the members of the cluster as the answering node sees them");
@@ -95,7 +121,9 @@ verb_def add_drain(CLI::App& app) {
   auto o = std::make_shared<drain_options>();
   auto* s = app.add_subcommand("drain", "planned leave of a node: its queued jobs go to other "
                                         "nodes now, its running ones finish, then it leaves");
-  s->add_option("NODE", o->node, "node id (or a prefix of 4+ characters) or HOST:PORT")->required();
+  s->add_option("NODE", o->node,
+                "node name (see monkey nodes), id (or a prefix of 4+ characters) or HOST:PORT")
+    ->required();
   s->add_flag("--wait", o->wait, "wait until the node has left");
   return {s, [o](context& ctx) { return run_drain(ctx, *o); }};
 }

@@ -2,17 +2,20 @@
 // monkey show ID and monkey why ID: a job's record, wherever in the cluster it is.
 #include "runtime/bin/cli/cli.hpp"
 
+#include <algorithm>
 #include <iostream>
 
 namespace monkey::cli {
 
 namespace {
 
-int run_show(context& ctx, const std::string& id) {
+int run_show(context& ctx, const std::string& id, const std::string& metric) {
   auto c = ctx.connect();
   if (!c)
     return fail(c.error());
-  auto r = (*c)->call<show_reply>(verb::show, id_request{id});
+  id_request req{id};
+  req.metric = metric;
+  auto r = (*c)->call<show_reply>(verb::show, req);
   if (!r)
     return fail("show: " + r.error());
   if (ctx.g.json) {
@@ -20,37 +23,70 @@ int run_show(context& ctx, const std::string& id) {
     return 0;
   }
   auto& rec = r->record;
-  std::string cmd;
-  for (auto& a : rec.spec.command)
-    cmd += (cmd.empty() ? "" : " ") + a;
+  if (!metric.empty()) { // `show --metric KEY`: the series, one point a line
+    if (r->series.empty())
+      return fail("show: job " + rec.id.short_str() + " has no metric '" + metric + "'"
+                  + (r->metric_history.empty() ? std::string(" (it has no metrics)")
+                                               : " (it has: " + [&] {
+                                                   std::string keys;
+                                                   for (auto& [k, s] : r->metric_history)
+                                                     keys += (keys.empty() ? "" : ", ") + k;
+                                                   return keys;
+                                                 }() + ")"));
+    std::printf("%-8s  %-5s  %-8s  %-19s  %s\n", "STEP", "RANK", "ATTEMPT", "TIME",
+                metric.c_str());
+    for (auto& p : r->series)
+      std::printf("%-8lld  %-5d  %-8d  %-19s  %.9g\n", static_cast<long long>(p.step), p.rank,
+                  p.attempt, clock_time(p.ts_ms).c_str(), p.value);
+    return 0;
+  }
+  auto names = node_names(ctx);
   std::printf("job       %s (%s)\n", rec.id.str().c_str(), display_name(rec.spec).c_str());
   std::printf("state     %s — %s\n", to_string(rec.state), rec.reason.c_str());
   std::printf("command   %s\n",
-              rec.spec.app.empty() ? cmd.c_str() : ("app " + rec.spec.app).c_str());
+              rec.spec.app.empty() ? command_line(rec.spec).c_str()
+                                   : ("app " + rec.spec.app).c_str());
   for (auto& [k, v] : rec.spec.params)
     std::printf("param     %s=%s\n", k.c_str(), v.c_str());
   std::printf("resources cpus=%d gpus=%d mem=%lldMB\n", rec.spec.cpus, rec.spec.gpus,
               static_cast<long long>(rec.spec.mem_mb));
-  std::printf("retries   %d/%d used, requeues %d/%d used, timeout %s, priority %d, seed %llu\n",
-              rec.retries_used, rec.spec.retries, rec.requeues_used, rec.spec.max_requeues,
+  char backoff[64] = "none";
+  if (rec.spec.retry_backoff_s > 0)
+    std::snprintf(backoff, sizeof(backoff), "%gs..%gs", rec.spec.retry_backoff_s,
+                  std::max(rec.spec.retry_backoff_s, rec.spec.retry_backoff_max_s));
+  std::printf("retries   %d/%d used (backoff %s), requeues %d/%d used, timeout %s, priority %d, "
+              "seed %llu\n",
+              rec.retries_used, rec.spec.retries, backoff, rec.requeues_used, rec.spec.max_requeues,
               rec.spec.timeout_s > 0 ? (std::to_string(rec.spec.timeout_s) + "s").c_str()
                                      : "none",
               rec.spec.priority, static_cast<unsigned long long>(rec.spec.seed));
   for (auto& d : rec.spec.after)
     std::printf("after     %s:%s\n", d.kind.c_str(), d.job.str().c_str());
-  std::printf("submitted %s by %s@%s; owner %s; version %llu\n",
+  std::string holders;
+  for (auto& h : rec.replicas)
+    holders += (holders.empty() ? "" : ", ") + name_of(names, h);
+  std::printf("submitted %s by %s@%s; owner %s; holders %s; version %llu\n",
               clock_time(rec.submitted_ms).c_str(), rec.spec.user.c_str(),
-              rec.spec.host.c_str(), rec.owner.str().c_str(),
+              rec.spec.host.c_str(), name_of(names, rec.owner.str()).c_str(), holders.c_str(),
               static_cast<unsigned long long>(rec.version));
   if (rec.state == job_state::queued)
     std::printf("why       %s\n", r->why.c_str());
-  for (auto& a : rec.attempts)
-    std::printf("attempt %d [%s] %s: %s; pid %d, max rss %lld KB, cpu %.2fs, %s → %s\n",
-                a.number, a.id.str().c_str(), a.outcome.c_str(), a.cause.c_str(), a.pid,
-                static_cast<long long>(a.max_rss_kb), a.cpu_s, clock_time(a.started_ms).c_str(),
-                clock_time(a.ended_ms).c_str());
-  for (auto& [k, v] : r->last_metrics)
-    std::printf("metric    %s = %g\n", k.c_str(), v);
+  for (auto& a : rec.attempts) {
+    // A running attempt has no cause yet: say where and since when it runs instead.
+    auto what = a.cause.empty() ? std::string(a.outcome == "running" ? "since " : "")
+                                    + clock_time(a.started_ms)
+                                : a.cause;
+    std::printf("attempt %d on %s [%s] %s: %s; pid %d, max rss %lld KB, cpu %.2fs, %s → %s\n",
+                a.number, name_of(names, a.id.node.str()).c_str(), a.id.str().c_str(),
+                a.outcome.c_str(), what.c_str(), a.pid, static_cast<long long>(a.max_rss_kb),
+                a.cpu_s, clock_time(a.started_ms).c_str(), clock_time(a.ended_ms).c_str());
+  }
+  for (auto& [k, s] : r->metric_history)
+    std::printf("metric    %s: last %.6g (%lld points; first %.6g, min %.6g, max %.6g)\n",
+                k.c_str(), s.last, static_cast<long long>(s.count), s.first, s.min, s.max);
+  if (r->metric_history.empty())
+    for (auto& [k, v] : r->last_metrics) // an older node answered: last values only
+      std::printf("metric    %s = %g\n", k.c_str(), v);
   return 0;
 }
 
@@ -70,9 +106,12 @@ int run_text(context& ctx, verb v, const std::string& id) {
 
 verb_def add_show(CLI::App& app) {
   auto id = std::make_shared<std::string>();
-  auto* s = app.add_subcommand("show", "a job's record, attempts and last metrics");
+  auto metric = std::make_shared<std::string>();
+  auto* s = app.add_subcommand("show", "a job's record, attempts and metrics (count, first, "
+                                       "min, max, last of each)");
   s->add_option("ID", *id, "job id (full or a unique suffix)")->required();
-  return {s, [id](context& ctx) { return run_show(ctx, *id); }};
+  s->add_option("--metric", *metric, "print this metric's series, one point a line");
+  return {s, [id, metric](context& ctx) { return run_show(ctx, *id, *metric); }};
 }
 
 verb_def add_why(CLI::App& app) {

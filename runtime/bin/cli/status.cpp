@@ -31,28 +31,43 @@ int run_status(context& ctx, bool devices_only) {
                   d.gflops > 0 ? std::to_string(static_cast<int>(d.gflops)).c_str() : "-");
     return 0;
   }
-  std::printf("node %s (incarnation %u) at %s, pid %d, up since %s%s\n", r->node.c_str(),
-              r->incarnation, r->address.c_str(), r->pid, clock_time(r->started_ms).c_str(),
+  // What this node has and runs; then one line on the cluster, so that neither passes for
+  // the other (`monkey jobs` lists the cluster's jobs).
+  auto n = (*c)->call<nodes_reply>(verb::nodes, std::string{});
+  std::string name;
+  if (n)
+    for (auto& m : n->members)
+      if (m.node == r->node)
+        name = m.name;
+  std::printf("this node: %s%s%s (incarnation %u) at %s, pid %d, up since %s%s\n",
+              name.c_str(), name.empty() ? "" : " ", r->node.c_str(), r->incarnation,
+              r->address.c_str(), r->pid, clock_time(r->started_ms).c_str(),
               r->accepting ? "" : " [shutting down]");
-  std::printf("cpus %d/%d free, gpus %d/%d free, memory %lld/%lld MB free\n", r->cpus_free,
+  std::printf("this node: cpus %d/%d free, gpus %d/%d free, memory %lld/%lld MB free\n",
+              r->cpus_free,
               r->cpus_total, r->gpus_free, r->gpus_total, static_cast<long long>(r->mem_free_mb),
               static_cast<long long>(r->mem_total_mb));
   std::string counts;
   for (auto& [s, n] : r->jobs_by_state)
     counts += (counts.empty() ? "" : ", ") + s + " " + std::to_string(n);
-  std::printf("jobs owned by this node: %s\n", counts.empty() ? "none" : counts.c_str());
+  std::printf("this node: jobs it owns: %s\n", counts.empty() ? "none" : counts.c_str());
   if (r->tasks_queued > 0 || r->tasks_in_flight > 0)
-    std::printf("tasks: %llu queued, %llu chunks on device proxies\n",
+    std::printf("this node: tasks %llu queued, %llu chunks on device proxies\n",
                 static_cast<unsigned long long>(r->tasks_queued),
                 static_cast<unsigned long long>(r->tasks_in_flight));
+  if (n)
+    std::printf("cluster:   %u agreed members, %u alive (monkey nodes); every job of the "
+                "cluster: monkey jobs\n",
+                n->agreed, n->agreed_alive);
   return 0;
 }
 
 } // namespace
 
 verb_def add_status(CLI::App& app) {
-  auto* s = app.add_subcommand("status", "the answering node: identity, resources, its jobs "
-                                         "(--json: sizes of its tables too)");
+  auto* s = app.add_subcommand("status", "the answering node (identity, resources, the jobs it "
+                                         "owns) and the cluster's member count (--json: the "
+                                         "node's table sizes too)");
   return {s, [](context& ctx) { return run_status(ctx, false); }};
 }
 

@@ -2,6 +2,7 @@
 // monkey submit [OPTIONS] -- CMD ARGS...   (or --file SPEC): a job, or an array of jobs.
 #include "runtime/bin/cli/cli.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -15,7 +16,7 @@ namespace monkey::cli {
 namespace {
 
 struct submit_options {
-  std::string name, file, timeout, mem, gpu_mem, workdir, array, app_name, key;
+  std::string name, file, timeout, backoff, mem, gpu_mem, workdir, array, app_name, key;
   int cpus = 1, gpus = 0, retries = 0, max_requeues = 5, priority = 0;
   uint64_t seed = 0;
   std::vector<std::string> sets, envs, afters, tags;
@@ -63,6 +64,13 @@ expected<job_spec> build_spec(const submit_options& o, const CLI::App& sub,
     if (!t)
       return failure{"--timeout: " + t.error()};
     spec.timeout_s = *t;
+  }
+  if (given("--retry-backoff")) {
+    auto b = parse_backoff(o.backoff);
+    if (!b)
+      return failure{"--retry-backoff " + b.error()};
+    spec.retry_backoff_s = b->first;
+    spec.retry_backoff_max_s = b->second;
   }
   if (given("--mem")) {
     auto m = parse_memory_mb(o.mem);
@@ -143,6 +151,30 @@ expected<std::vector<std::string>> resolve_afters(context& ctx,
   return out;
 }
 
+/// A job that no alive member has room for is accepted and waits queued (such a node may
+/// join): say so at once rather than let it wait silently.
+void warn_if_no_room(client& c, const job_spec& spec, const std::vector<job_id>& ids) {
+  auto n = c.call<nodes_reply>(verb::nodes, std::string{});
+  if (!n || ids.empty())
+    return;
+  int32_t most_cpus = 0, most_gpus = 0;
+  for (auto& m : n->members) {
+    if (m.state != member_state::alive)
+      continue;
+    if (m.cpus >= spec.cpus && m.gpus >= spec.gpus)
+      return;
+    most_cpus = std::max(most_cpus, m.cpus);
+    most_gpus = std::max(most_gpus, m.gpus);
+  }
+  std::string need = std::to_string(spec.cpus) + " cpus"
+                     + (spec.gpus > 0 ? " and " + std::to_string(spec.gpus) + " gpus" : "");
+  std::fprintf(stderr,
+               "monkey: warning: no alive node has %s (the largest has %d cpus, %d gpus): the "
+               "job%s wait%s queued until such a node joins (monkey why %s)\n",
+               need.c_str(), most_cpus, most_gpus, ids.size() > 1 ? "s" : "",
+               ids.size() > 1 ? "" : "s", ids.front().short_str().c_str());
+}
+
 int run_submit(context& ctx, const submit_options& given, const CLI::App& sub) {
   auto afters = resolve_afters(ctx, given.afters);
   if (!afters)
@@ -173,6 +205,7 @@ int run_submit(context& ctx, const submit_options& given, const CLI::App& sub) {
       std::cout << id.str() << "\n";
   }
   std::cout.flush();
+  warn_if_no_room(**c, *spec, r->ids);
   if (!o.wait)
     return 0;
   int worst = 0;
@@ -207,6 +240,9 @@ verb_def add_submit(CLI::App& app) {
   s->add_option("--tag", o->tags, "required node tag (repeatable)");
   s->add_option("--retries", o->retries, "more attempts after the job fails")
     ->check(CLI::Range(0, 1000));
+  s->add_option("--retry-backoff", o->backoff,
+                "wait before each retry: FIRST..MOST doubling, e.g. 1s..1m (the default), 5s, "
+                "or 0 for none");
   s->add_option("--max-requeues", o->max_requeues, "attempts lost to node crashes that are requeued")
     ->check(CLI::Range(0, 1000));
   s->add_option("--timeout", o->timeout, "time limit per attempt, e.g. 90s, 10m, 2h");

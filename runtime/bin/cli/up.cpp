@@ -37,6 +37,7 @@ struct up_node {
   std::string data_dir;
   std::string address;
   int pid = 0;
+  std::vector<std::string> args; ///< its monkey-runtime options, but --join (for --restart)
 };
 
 std::string self_dir() {
@@ -108,7 +109,8 @@ std::vector<up_node> read_up_file(const std::string& path) {
   try {
     auto j = json::parse(in);
     for (auto& n : j.at("nodes"))
-      out.push_back({n.at("name"), n.at("data_dir"), n.at("address"), n.at("pid")});
+      out.push_back({n.at("name"), n.at("data_dir"), n.at("address"), n.at("pid"),
+                     n.value("args", std::vector<std::string>{})});
   } catch (const std::exception&) {
   }
   return out;
@@ -118,7 +120,7 @@ void write_up_file(const std::string& path, const std::vector<up_node>& nodes) {
   json arr = json::array();
   for (auto& n : nodes)
     arr.push_back({{"name", n.name}, {"data_dir", n.data_dir}, {"address", n.address},
-                   {"pid", n.pid}});
+                   {"pid", n.pid}, {"args", n.args}});
   std::ofstream(path + ".tmp") << json{{"nodes", arr}}.dump(2) << "\n";
   std::rename((path + ".tmp").c_str(), path.c_str());
 }
@@ -153,20 +155,21 @@ expected<up_node> start_up_node(const up_options& opt, const std::string& exe, i
   n.data_dir = home + "/nodes/" + n.name;
   ::mkdir(n.data_dir.c_str(), 0700);
   ::unlink((n.data_dir + "/address").c_str());
-  std::vector<std::string> args{"--listen", "127.0.0.1:0", "--data-dir", n.data_dir, "--cpus",
-                                std::to_string(cpus)};
+  std::vector<std::string> args{"--listen", "127.0.0.1:0", "--data-dir", n.data_dir,
+                                "--name",   n.name,        "--cpus",     std::to_string(cpus)};
   auto add = [&](bool when, const char* flag, const std::string& value) {
     if (when) {
       args.push_back(flag);
       args.push_back(value);
     }
   };
-  add(!seed.empty(), "--join", seed);
   if (opt.no_measure)
     args.push_back("--no-measure");
   add(!tls_dir.empty(), "--tls-dir", tls_dir);
   add(!opt.secret_file.empty(), "--secret-file", opt.secret_file);
   args.insert(args.end(), opt.runtime_args.begin(), opt.runtime_args.end());
+  n.args = args;
+  add(!seed.empty(), "--join", seed);
   auto pid = start_runtime(exe, args, n.data_dir + "/stderr.log");
   if (!pid)
     return failure{pid.error()};
@@ -245,9 +248,118 @@ expected<std::string> up_tls_dir(const up_options& opt, const std::string& home)
   return dir;
 }
 
+/// Whether process `pid` has a file open in directory `dir` (a runtime keeps its journal
+/// open): tells a node's runtime from an unrelated one that reused a stale pid.
+bool holds_files_in(int pid, const std::string& dir) {
+  char real[PATH_MAX];
+  if (!::realpath(dir.c_str(), real))
+    return false;
+  std::string prefix = std::string(real) + "/";
+  auto fds = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = ::opendir(fds.c_str());
+  if (!d)
+    return false;
+  bool found = false;
+  while (auto* e = ::readdir(d)) {
+    char target[PATH_MAX];
+    auto n = ::readlink((fds + "/" + e->d_name).c_str(), target, sizeof(target) - 1);
+    std::string_view path(target, n > 0 ? static_cast<size_t>(n) : 0);
+    if (path.substr(0, prefix.size()) == prefix) {
+      found = true;
+      break;
+    }
+  }
+  ::closedir(d);
+  return found;
+}
+
+/// The runtime of node `n` now: the one whose pid its data directory holds (a node restarted
+/// by hand on the same directory writes its own), else the one `up` started; 0 if neither runs.
+int running_pid(const up_node& n) {
+  int pid = std::atoi(read_text(n.data_dir + "/pid").c_str());
+  if (pid != n.pid && runtime_alive(pid) && holds_files_in(pid, n.data_dir))
+    return pid;
+  return runtime_alive(n.pid) ? n.pid : 0;
+}
+
+/// The address list plain `monkey ...` commands find the cluster by.
+void write_cluster_file(const std::string& home, const std::vector<up_node>& nodes) {
+  std::string addresses;
+  for (auto& n : nodes)
+    addresses += (addresses.empty() ? "" : ",") + n.address;
+  std::ofstream(home + "/cluster") << addresses << "\n";
+}
+
+/// `monkey up --restart NAME`: starts node NAME of the cluster again on its data directory,
+/// with the options it had, joining through the nodes that run.
+int cluster_restart(const up_options& opt) {
+  auto home = monkey_home();
+  auto up_path = home + "/up.json";
+  auto nodes = read_up_file(up_path);
+  if (nodes.empty())
+    return fail("up --restart: no cluster started by `monkey up` under " + home);
+  up_node* target = nullptr;
+  std::string names, seeds;
+  for (auto& n : nodes) {
+    names += (names.empty() ? "" : ", ") + n.name;
+    if (n.name == opt.restart)
+      target = &n;
+    else if (running_pid(n) != 0)
+      seeds += (seeds.empty() ? "" : ",") + n.address;
+  }
+  if (!target)
+    return fail("up --restart: no node '" + opt.restart + "' in this cluster (nodes: " + names
+                + ")", 2);
+  if (int pid = running_pid(*target); pid != 0)
+    return fail("up --restart: node " + target->name + " is running (pid " + std::to_string(pid)
+                + "); `monkey drain " + target->name + "` stops it first");
+  if (target->args.empty())
+    return fail("up --restart: up.json does not have node " + target->name
+                + "'s options (it was written by an older monkey): `monkey down`, then `monkey up`");
+  auto exe = self_dir() + "/monkey-runtime";
+  auto args = target->args;
+  if (!seeds.empty()) {
+    args.push_back("--join");
+    args.push_back(seeds);
+  }
+  ::unlink((target->data_dir + "/address").c_str());
+  auto pid = start_runtime(exe, args, target->data_dir + "/stderr.log");
+  if (!pid)
+    return fail("up --restart: " + pid.error());
+  target->pid = *pid;
+  auto deadline = up_clock::now()
+                  + std::chrono::milliseconds(static_cast<int64_t>(opt.timeout_s * 1000));
+  if (auto e = wait_address(*target, deadline); !e)
+    return fail("up --restart: " + e.error());
+  write_up_file(up_path, nodes);
+  write_cluster_file(home, nodes);
+  std::vector<up_node> running;
+  for (auto& n : nodes)
+    if (running_pid(n) != 0)
+      running.push_back(n);
+  auto secret_path = opt.secret_file.empty() ? find_secret_file("") : opt.secret_file;
+  auto secret = load_secret(secret_path, false);
+  if (!secret)
+    return fail("up --restart: " + secret.error());
+  if (auto e = wait_all_alive(running, *secret, deadline, opt.timeout_s); !e)
+    return fail("up --restart: " + e.error());
+  if (opt.json) {
+    std::cout << json{{"name", target->name}, {"address", target->address}, {"pid", target->pid},
+                      {"data_dir", target->data_dir}}.dump()
+              << "\n";
+    return 0;
+  }
+  std::printf("restarted %s at %s (pid %d, data %s); %zu nodes running, each sees all alive\n",
+              target->name.c_str(), target->address.c_str(), target->pid,
+              target->data_dir.c_str(), running.size());
+  return 0;
+}
+
 } // namespace
 
 int cluster_up(const up_options& opt) {
+  if (!opt.restart.empty())
+    return cluster_restart(opt);
   if (opt.nodes < 1 || opt.nodes > 256)
     return fail("up: the number of nodes must be between 1 and 256", 2);
   auto home = monkey_home();
@@ -288,10 +400,7 @@ int cluster_up(const up_options& opt) {
     if (auto e = wait_address(n, deadline); !e)
       return give_up(e.error());
   write_up_file(up_path, nodes);
-  std::string addresses;
-  for (auto& n : nodes)
-    addresses += (addresses.empty() ? "" : ",") + n.address;
-  std::ofstream(home + "/cluster") << addresses << "\n";
+  write_cluster_file(home, nodes);
   auto secret_path = opt.secret_file.empty() ? find_secret_file("") : opt.secret_file;
   auto secret = load_secret(secret_path, false);
   if (!secret)
@@ -300,40 +409,6 @@ int cluster_up(const up_options& opt) {
     return give_up(e.error());
   print_up(nodes, opt.json, cpus, !tls_dir->empty(), home);
   return 0;
-}
-
-/// Whether process `pid` has a file open in directory `dir` (a runtime keeps its journal
-/// open): tells a node's runtime from an unrelated one that reused a stale pid.
-bool holds_files_in(int pid, const std::string& dir) {
-  char real[PATH_MAX];
-  if (!::realpath(dir.c_str(), real))
-    return false;
-  std::string prefix = std::string(real) + "/";
-  auto fds = "/proc/" + std::to_string(pid) + "/fd";
-  DIR* d = ::opendir(fds.c_str());
-  if (!d)
-    return false;
-  bool found = false;
-  while (auto* e = ::readdir(d)) {
-    char target[PATH_MAX];
-    auto n = ::readlink((fds + "/" + e->d_name).c_str(), target, sizeof(target) - 1);
-    std::string_view path(target, n > 0 ? static_cast<size_t>(n) : 0);
-    if (path.substr(0, prefix.size()) == prefix) {
-      found = true;
-      break;
-    }
-  }
-  ::closedir(d);
-  return found;
-}
-
-/// The runtime of node `n` now: the one whose pid its data directory holds (a node restarted
-/// by hand on the same directory writes its own), else the one `up` started; 0 if neither runs.
-int running_pid(const up_node& n) {
-  int pid = std::atoi(read_text(n.data_dir + "/pid").c_str());
-  if (pid != n.pid && runtime_alive(pid) && holds_files_in(pid, n.data_dir))
-    return pid;
-  return runtime_alive(n.pid) ? n.pid : 0;
 }
 
 int cluster_down(double grace_s) {

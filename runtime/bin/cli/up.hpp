@@ -18,9 +18,12 @@ struct up_options {
   bool tls = false;         ///< TLS everywhere, certificates in MONKEY_HOME/certs
   std::string secret_file;  ///< passed on to the runtimes when given
   std::vector<std::string> runtime_args; ///< more monkey-runtime options for every node
+  std::string restart; ///< --restart NAME: start that node of the cluster again, nothing else
 };
 
 /// Starts the nodes; returns once every node sees N alive (0), else non-zero with why.
+/// With `restart`: starts that one node again (on its data directory, with its options,
+/// joining through the running nodes) and waits until the running nodes see it alive.
 int cluster_up(const up_options& opt);
 
 /// Resumes stopped nodes, stops all (SIGTERM, SIGKILL after `grace_s`), waits for them.

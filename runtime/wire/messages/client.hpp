@@ -46,6 +46,9 @@ enum class verb : uint16_t {
   peer_fetch = 23,     ///< anti-entropy: the records of the given ids
   peer_reserve = 24,   ///< placement: "run this job now?" (granted: it owns the job)
   peer_withdraw = 25,  ///< placement: an unanswered reservation request is withdrawn
+  peer_metrics = 26,   ///< metric points of jobs the receiver holds, from the node running them
+  remove = 27,         ///< `monkey rm`: delete final jobs, their logs and metrics, everywhere
+  peer_forget = 28,    ///< delete these jobs here and keep a tombstone (from rm, or a holder)
 };
 
 const char* to_string(verb v);
@@ -88,6 +91,42 @@ struct submit_request {
   /// by then that node has tried another owner.
   int64_t deadline_ms = 0;
   MSGPACK_DEFINE_MAP(spec, client_key, hops, retry, deadline_ms);
+};
+
+/// peer_metrics: a batch of metric points for jobs whose record the receiver holds.
+struct metrics_request {
+  std::string from;
+  std::vector<metric_point> points;
+  MSGPACK_DEFINE_MAP(from, points);
+};
+
+/// remove: final jobs (full ids) to delete from every member, with their logs and metrics.
+struct remove_request {
+  std::vector<job_id> ids;
+  MSGPACK_DEFINE_MAP(ids);
+};
+
+struct remove_reply {
+  std::vector<job_id> removed;      ///< deleted on every member that answered
+  std::vector<std::string> refused; ///< "ID: why" (not final somewhere, being confirmed)
+  /// Members that were not reached (down, suspect, no answer): they delete the jobs when
+  /// they return, told by a member that has the tombstone.
+  std::vector<std::string> unreached;
+  MSGPACK_DEFINE_MAP(removed, refused, unreached);
+};
+
+/// peer_forget: delete these jobs here (record, transitions, metrics, logs) and keep a
+/// tombstone so that no copy brings them back.
+struct forget_request {
+  std::string from;
+  std::vector<job_id> ids;
+  MSGPACK_DEFINE_MAP(from, ids);
+};
+
+struct forget_reply {
+  std::vector<job_id> forgotten;     ///< deleted now or before (tombstone)
+  std::vector<std::string> refused;  ///< "ID: why" for the ids kept
+  MSGPACK_DEFINE_MAP(forgotten, refused);
 };
 
 /// peer_reserve's answer: whether the asked node took the job over (and runs it now).
@@ -224,7 +263,8 @@ struct list_request {
   bool local = false; ///< only this node's records (a peer asks; no fan-out)
   std::string key;    ///< only the jobs of this client key (a retried submit's lookup)
   std::string id;     ///< only the jobs whose id ends with this text (resolving a suffix)
-  MSGPACK_DEFINE_MAP(state, limit, local, key, id);
+  bool metrics = false; ///< fill each row's last metric values (from the node that ran it)
+  MSGPACK_DEFINE_MAP(state, limit, local, key, id, metrics);
 };
 
 struct job_summary {
@@ -247,8 +287,11 @@ struct job_summary {
   /// ("unavailable (replicas down)"); it returns when a holder restarts on its data.
   bool unavailable = false;
   bool final = false; ///< in a final state (a final copy stands over any that is not)
+  std::map<std::string, std::string> params;
+  std::map<std::string, double> metrics; ///< last value of each key (list_request.metrics)
   MSGPACK_DEFINE_MAP(id, name, state, attempts, priority, cpus, gpus, submitted_ms, updated_ms,
-                     exit_code, reason, owner, ran_on, version, holders, unavailable, final);
+                     exit_code, reason, owner, ran_on, version, holders, unavailable, final,
+                     params, metrics);
 };
 
 struct list_reply {
@@ -264,14 +307,17 @@ struct list_reply {
 struct id_request {
   std::string id;
   bool local = false; ///< only this node (a peer asks; no fan-out)
-  MSGPACK_DEFINE_MAP(id, local);
+  std::string metric = {}; ///< show: also this metric's points (`show --metric KEY`)
+  MSGPACK_DEFINE_MAP(id, local, metric);
 };
 
 struct show_reply {
   job_record record;
   std::map<std::string, double> last_metrics;
   std::string why; ///< for a queued job
-  MSGPACK_DEFINE_MAP(record, last_metrics, why);
+  std::map<std::string, metric_stats> metric_history; ///< per key: count, first, min, max, last
+  std::vector<metric_point> series; ///< the points of id_request.metric, in order
+  MSGPACK_DEFINE_MAP(record, last_metrics, why, metric_history, series);
 };
 
 struct text_reply {

@@ -39,6 +39,9 @@ job_summary summarize(const job_record& rec) {
 namespace {
 
 std::string why_text(coordinator_state& st, const job_record& rec) {
+  // A final record says how the job ended on every holder (its owner may be dead).
+  if (is_final(rec.state) && !st.finals.count(rec.id))
+    return std::string("finished: ") + to_string(rec.state) + " (" + rec.reason + ")";
   if (!st.book.owns(rec.id)) {
     if (st.book.unsynced().count(rec.id))
       return "this node's record waits to hear from the cluster (after a restart or a fence)";

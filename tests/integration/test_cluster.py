@@ -300,6 +300,12 @@ def metrics_outlive_their_node(c):
     row = json.loads(c.monkey("jobs", "--json", "--address", survivors[0]["address"]).stdout)
     check(any(j["id"] == jid and abs(j["metrics"].get("loss", 0) - 0.6) < 1e-9 for j in row),
           f"jobs --json has the last value too: {row}")
+    # Every verb finds the job where `jobs` does, and logs say plainly where they are.
+    r = c.monkey("logs", jid, "--address", survivors[0]["address"], check_rc=False)
+    check(r.returncode != 0 and "are on node" in r.stderr and "dead" in r.stderr,
+          f"logs on a dead node are said to be there: {r.stderr}")
+    why = c.monkey("why", jid[-8:], "--address", survivors[0]["address"]).stdout
+    check("finished: succeeded" in why, f"why answers from a holder: {why}")
     down(c, [n["pid"] for n in survivors])
 
 

@@ -85,12 +85,18 @@ def owner_kill9(c):
 
     victim_node = wait_until(running_elsewhere, 30, "a job running on another node")
     victim = by_node[node_of[victim_node]]
+    finals = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+    ended_before = {j["id"] for j in jobs_at(c, entry["address"]) or [] if j["state"] in finals}
     os.kill(victim["pid"], signal.SIGKILL)
     js = wait_until(lambda: all_final(c, entry["address"], 8), 120,
                     "every acknowledged job to finish")
     check(sorted(j["id"] for j in js) == sorted(ids), "no accepted job lost")
     check(all(j["state"] == "succeeded" for j in js), f"all succeeded: {js}")
-    check(not any(j["owner"] == victim_node for j in js), f"the dead node owns nothing: {js}")
+    # Every job that had not ended was adopted. (A record that was final before the death
+    # keeps its owner: its holders keep custody of it, cluster.md; under a sanitizer, jobs
+    # of the victim often end before the kill, which a check of every job missed.)
+    check(not any(j["owner"] == victim_node for j in js if j["id"] not in ended_before),
+          f"the dead node owns no job that had not ended: {js}")
     one_final_each(c, [n["data_dir"] for n in nodes if n is not victim], ids)
     # The old owner comes back on its data directory: it learns its jobs were adopted and
     # runs none of them again.

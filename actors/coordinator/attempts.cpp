@@ -20,6 +20,15 @@ void request_schedule(coordinator_actor* self) {
   }
 }
 
+std::vector<std::string> members_with_room(const coordinator_state& st, const resources& need) {
+  std::vector<std::string> fit;
+  for (auto& m : st.view.members())
+    if (m.node != st.self_node() && m.state == member_state::alive && m.cpus >= need.cpus
+        && m.gpus >= need.gpus)
+      fit.push_back(m.node);
+  return fit;
+}
+
 resources need_of(const job_spec& s) {
   resources r;
   r.cpus = s.cpus;
@@ -275,10 +284,8 @@ std::string explain_wait(coordinator_state& st, const job_id& id) {
     if (never_fits(st.cfg.total, need).empty())
       return it->second;
     // It never fits here: it is offered to members with room, or waits for one to join.
-    for (auto& m : st.view.members())
-      if (m.node != st.self_node() && m.state == member_state::alive && m.cpus >= need.cpus
-          && m.gpus >= need.gpus)
-        return it->second + "; it is offered to members with room (" + m.node + ", ...)";
+    if (auto fit = members_with_room(st, need); !fit.empty())
+      return it->second + "; it is offered to members with room (" + fit.front() + ", ...)";
     return "waits for a node with " + std::to_string(need.cpus) + " cpus"
            + (need.gpus > 0 ? " and " + std::to_string(need.gpus) + " gpus" : std::string{})
            + ": no alive member has room for it (" + it->second

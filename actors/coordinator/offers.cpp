@@ -186,14 +186,8 @@ namespace {
 /// The member to offer queued job `rec` to: the first by rendezvous rank of those alive
 /// with room for it that have not refused it yet ("" when every one has: a new round later).
 std::string offer_target(coordinator_state& st, const job_record& rec) {
-  auto need = need_of(rec.spec);
-  std::vector<std::string> fit;
-  for (auto& m : st.view.members())
-    if (m.node != st.self_node() && m.state == member_state::alive && m.cpus >= need.cpus
-        && m.gpus >= need.gpus)
-      fit.push_back(m.node);
   auto& refused = st.refused_by[rec.id];
-  for (auto& n : rendezvous_rank(rec.id.str(), fit))
+  for (auto& n : rendezvous_rank(rec.id.str(), members_with_room(st, need_of(rec.spec))))
     if (!refused.count(n))
       return n;
   refused.clear();

@@ -246,6 +246,8 @@ std::string explain_wait(coordinator_state& st, const job_id& id);
 std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_id>* doomed);
 std::vector<running_job> placement_running(const coordinator_state& st);
 resources need_of(const job_spec& s);
+/// The other alive members with enough CPUs and GPUs for `need` (offers go to them).
+std::vector<std::string> members_with_room(const coordinator_state& st, const resources& need);
 void on_started(coordinator_actor* self, const job_id& id, int32_t number,
                 const launch_result& res);
 void on_done(coordinator_actor* self, const job_id& id, int32_t number,

@@ -24,15 +24,13 @@ int run_show(context& ctx, const std::string& id, const std::string& metric) {
   }
   auto& rec = r->record;
   if (!metric.empty()) { // `show --metric KEY`: the series, one point a line
-    if (r->series.empty())
+    if (r->series.empty()) {
+      std::string keys;
+      for (auto& [k, s] : r->metric_history)
+        keys += (keys.empty() ? "" : ", ") + k;
       return fail("show: job " + rec.id.short_str() + " has no metric '" + metric + "'"
-                  + (r->metric_history.empty() ? std::string(" (it has no metrics)")
-                                               : " (it has: " + [&] {
-                                                   std::string keys;
-                                                   for (auto& [k, s] : r->metric_history)
-                                                     keys += (keys.empty() ? "" : ", ") + k;
-                                                   return keys;
-                                                 }() + ")"));
+                  + (keys.empty() ? " (it has no metrics)" : " (it has: " + keys + ")"));
+    }
     std::printf("%-8s  %-5s  %-8s  %-19s  %s\n", "STEP", "RANK", "ATTEMPT", "TIME",
                 metric.c_str());
     for (auto& p : r->series)

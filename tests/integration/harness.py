@@ -16,6 +16,9 @@ import time
 BIN = os.environ.get("MONKEY_BIN_DIR") or os.path.join(os.path.dirname(__file__), "../../build/bin")
 RUNTIME = os.path.join(BIN, "monkey-runtime")
 MONKEY = os.path.join(BIN, "monkey")
+# How much slower than a plain build the binaries run (scripts/sanitize sets it for
+# ASan): a test that needs work still running when it acts stretches that work by it.
+SLOWDOWN = float(os.environ.get("MONKEY_TEST_SLOWDOWN", "1"))
 
 
 class Failure(Exception):

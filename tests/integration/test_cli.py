@@ -60,7 +60,11 @@ def wait_exit_codes(c):
 def dependencies_and_arrays(c):
     c.start("n1", "--cpus", "2")
     out = os.path.join(c.home, "out")
-    first = c.submit("--", "sh", "-c", f"sleep 1; echo first >> {out}")
+    # The first job waits for a file the test writes once `why` has been asked: the
+    # dependency is still pending then, however slowly the binaries run.
+    gate = os.path.join(c.home, "go")
+    first = c.submit("--", "sh", "-c",
+                     f"while [ ! -e {gate} ]; do sleep 0.05; done; echo first >> {out}")
     second = c.submit("--after", f"ok:{first}", "--", "sh", "-c", f"echo second >> {out}")
     # --after takes a unique suffix, as every verb does.
     third = c.submit("--after", f"ok:{second[-10:]}", "--", "sh", "-c", f"echo third >> {out}")
@@ -69,6 +73,7 @@ def dependencies_and_arrays(c):
           f"an unknown suffix is named: {r.stderr}")
     w = c.monkey("why", second).stdout
     check("waits for job" in w, f"why names the dependency: {w}")
+    open(gate, "w").close()
     ids = c.monkey("submit", "--array", "0-9:3", "--", "sh", "-c",
                    'echo $MONKEY_ARRAY_INDEX').stdout.split()[-4:]
     check(len(ids) == 4, "4 array elements")

@@ -7,7 +7,7 @@ import json
 import os
 import sqlite3
 
-from harness import check, run, wait_until
+from harness import SLOWDOWN, check, run, wait_until
 
 
 def journal_ranges(c, name="n1"):
@@ -81,7 +81,8 @@ def killed_worker_and_proxy(c):
     """A killed task worker is replaced and a killed device proxy restarted by its
     supervisor; their chunks run again and every task is recorded once."""
     c.start("n1", "--cpus", "2")
-    batch = submit(c, "--kind", "sleep", "--arg", "2000", "--count", "1500")  # ~1.5 s on 2 slots
+    # ~1.5 s on 2 slots (longer where the binaries run slower: the kills must come mid-batch)
+    batch = submit(c, "--kind", "sleep", "--arg", str(int(2000 * SLOWDOWN)), "--count", "1500")
     wait_until(lambda: "busy" in c.monkey("tree").stdout, 30, "tasks to run")
     # Every depth answers in the same form: the path as given, then who restarts it.
     out = c.monkey("kill", "core/devices/cpu0/slot0").stdout
@@ -104,7 +105,8 @@ def kill9_mid_batch(c):
     """kill -9 of the runtime while a batch runs: after a restart on the same data
     directory only the tasks without a final record run, and the batch completes."""
     c.start("n1", "--cpus", "2")
-    batch = submit(c, "--kind", "sleep", "--arg", "1000", "--count", "4000")  # ~2 s on 2 slots
+    # ~2 s on 2 slots (longer where the binaries run slower: the crash must come mid-batch)
+    batch = submit(c, "--kind", "sleep", "--arg", str(int(1000 * SLOWDOWN)), "--count", "4000")
     wait_until(lambda: progress(c, batch)["succeeded"] >= 500, 60, "500 tasks done")
     c.kill9("n1")
     ranges, counts = journal_ranges(c)

@@ -148,6 +148,20 @@ caf::behavior journal_impl(journal_actor* self, std::shared_ptr<journal> store) 
         return make_error(errc::journal_failure, points.error());
       return std::move(*points);
     },
+    [=](atoms::metric_sum, const id_list& ids, uint32_t limit) -> caf::result<metric_batch> {
+      commit(self);
+      metric_batch out;
+      for (auto& id : ids) {
+        if (out.size() >= limit)
+          break;
+        auto points = self->state.store->metrics(id, "", limit - out.size());
+        if (!points)
+          return make_error(errc::journal_failure, points.error());
+        out.insert(out.end(), std::make_move_iterator(points->begin()),
+                   std::make_move_iterator(points->end()));
+      }
+      return out;
+    },
     [=](atoms::compact, int64_t cutoff_ms, const id_list& keep) -> caf::result<size_t> {
       commit(self);
       auto n = self->state.store->compact(cutoff_ms, keep);

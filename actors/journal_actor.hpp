@@ -15,6 +15,7 @@
 //   (last_metrics, vector<job_id>)  → map<job_id, map<string, double>> (jobs with metrics)
 //   (metric_sum, job_id)            → map<string, metric_stats>
 //   (metric_sum, job_id, key, limit) → vector<metric_point> (the key's points in order)
+//   (metric_sum, vector<job_id>, limit) → vector<metric_point> (every point of the jobs)
 //   (compact, int64_t cutoff_ms)    → size_t (jobs removed)
 
 #include <memory>

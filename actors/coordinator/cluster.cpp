@@ -469,15 +469,20 @@ void on_members(coordinator_actor* self) {
 
 void on_replicate(coordinator_actor* self, caf::response_promise rp, replicate_request req) {
   drop_forgotten(self, req.records, req.from);
+  // Copies of jobs that ran, new here (a re-replication, a handoff, an anti-entropy
+  // repair): their metric points are pulled from the sender once the copies are stored.
+  auto fresh = new_with_history(self->state, req.records);
   replicate_reply answer;
   auto store = apply_incoming(self, req.records, &answer);
   if (store.empty())
     return rp.deliver(reply(answer));
-  write_local(self, std::move(store), [=](const caf::error& err) mutable {
+  write_local(self, std::move(store),
+              [=, from = std::move(req.from)](const caf::error& err) mutable {
     if (err)
       return rp.deliver(make_error(errc::journal_failure,
                                    "replica write failed: " + describe(err)));
     rp.deliver(reply(answer));
+    pull_metrics(self, from, std::move(fresh));
   });
 }
 
@@ -548,10 +553,14 @@ void fetch_copies(coordinator_actor* self, const std::string& peer, std::vector<
         if (!recs)
           return done(0);
         drop_forgotten(self, recs->records, peer);
+        auto fresh = new_with_history(self->state, recs->records);
         auto store = apply_incoming(self, recs->records, nullptr);
         auto taken = store.size();
         if (!store.empty())
-          write_local(self, std::move(store), [](const caf::error&) {});
+          write_local(self, std::move(store), [=](const caf::error& err) {
+            if (!err)
+              pull_metrics(self, peer, fresh);
+          });
         done(taken);
       },
       [=](const caf::error&) { done(0); });

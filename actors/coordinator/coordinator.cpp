@@ -74,14 +74,14 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
       return dispatch<metrics_request>(rp, env, "peer metrics", [&](metrics_request r) {
         if (r.points.size() > 65536)
           return rp.deliver(make_error(errc::bad_request, "peer metrics: more than 65536 points"));
-        // Only points of jobs held here: a node cannot fill another's journal with others.
-        metric_batch keep;
-        for (auto& p : r.points)
-          if (self->state.book.find(p.job))
-            keep.push_back(std::move(p));
-        if (!keep.empty())
-          self->send(self->state.journal, atoms::metric::value, std::move(keep));
+        store_metrics(self, std::move(r.points));
         rp.deliver(reply(true));
+      });
+    case verb::peer_metric_pull:
+      return dispatch<fetch_request>(rp, env, "peer metric pull", [&](fetch_request r) {
+        if (r.ids.size() > 4096)
+          return rp.deliver(make_error(errc::bad_request, "peer metric pull: more than 4096 ids"));
+        on_metric_pull(self, rp, r);
       });
     case verb::drain:
       return dispatch<id_request>(rp, env, "drain", [&](id_request r) { on_drain(self, rp, r); });
@@ -111,27 +111,6 @@ void subscribe_members(coordinator_actor* self) {
   st.membership = m;
   self->monitor(m);
   self->send(m, atoms::subscribe::value);
-}
-
-/// Sends the metric points gathered since the last tick to the holders they are for; a
-/// holder that does not answer misses them (the points are not kept for it).
-void send_metrics(coordinator_actor* self) {
-  auto& st = self->state;
-  if (st.metrics_out.empty() || !st.membership)
-    return;
-  auto out = std::move(st.metrics_out);
-  st.metrics_out.clear();
-  for (auto& [node, points] : out) {
-    if (!st.view.alive(node))
-      continue;
-    ask_node(self, st.membership, node, verb::peer_metrics,
-             encode(metrics_request{st.self_node(), std::move(points)}), std::chrono::seconds(5))
-      .then([](const std::string&) {},
-            [=](const caf::error& e) {
-              SPDLOG_LOGGER_DEBUG(self->state.log, "metric points to {} lost: {}", node,
-                                  caf::to_string(e));
-            });
-  }
 }
 
 void on_tick(coordinator_actor* self) {
@@ -321,7 +300,7 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
         if (auto* rec = st.book.find(p.job))
           for (auto& h : rec->replicas)
             if (h != st.self_node())
-              st.metrics_out[h].push_back(p);
+              st.metrics_out.add(h, p);
       self->send(st.journal, atoms::metric::value, std::move(points));
     },
     [=](atoms::started, const job_id& id, int32_t number, const launch_result& res) {
@@ -331,7 +310,7 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
     [=](atoms::done, const job_id& id, int32_t number, const attempt_result& res) {
       // The attempt's last points go to the holders ahead of its outcome: once a final
       // state is committed (every holder stored it), every holder has the metrics too.
-      send_metrics(self);
+      send_metrics(self, true);
       if (!hold(self))
         on_done(self, id, number, res);
     },

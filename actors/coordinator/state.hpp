@@ -26,6 +26,7 @@
 
 #include "actors/coordinator/coordinator.hpp"
 #include "actors/coordinator/job_book.hpp"
+#include "actors/coordinator/metric_outbox.hpp"
 #include "actors/coordinator/replica_rules.hpp"
 #include "actors/messages.hpp"
 
@@ -167,8 +168,8 @@ struct coordinator_state {
   std::vector<caf::message> on_hold; ///< started/done messages kept meanwhile
 
   bool schedule_queued = false;
-  int64_t backoff_wake_ms = 0;
-  std::map<std::string, metric_batch> metrics_out; ///< metric points waiting for a holder ///< when a placement is due for a retry's backoff (0: none)
+  int64_t backoff_wake_ms = 0; ///< when a placement is due for a retry's backoff (0: none)
+  metric_outbox metrics_out;   ///< metric points owed to the other holders of jobs run here
   bool accepting = true;
   bool draining = false;     ///< shutdown with --drain: running attempts finish
   bool leaving = false;      ///< `monkey drain`: hands its jobs over, then leaves
@@ -302,6 +303,20 @@ void reserve_round(coordinator_actor* self);
 void on_withdraw(coordinator_actor* self, caf::response_promise rp, const id_request& req);
 void on_drain(coordinator_actor* self, caf::response_promise rp, const id_request& req);
 void check_drained(coordinator_actor* self);
+
+// ---- metrics.cpp ---------------------------------------------------------------------
+/// Sends each holder the metric points gathered for it (one batch in flight per holder, or,
+/// with `flush`, everything that waits: an attempt's outcome follows).
+void send_metrics(coordinator_actor* self, bool flush = false);
+/// Journals the points of jobs held here; the others are dropped.
+void store_metrics(coordinator_actor* self, std::vector<metric_point> points);
+/// peer_metric_pull: every point of the given jobs held here (at most 65536).
+void on_metric_pull(coordinator_actor* self, caf::response_promise rp, const fetch_request& req);
+/// Asks `from` for the points of `ids` (copies that just reached this node) and keeps them.
+void pull_metrics(coordinator_actor* self, const std::string& from, std::vector<job_id> ids);
+/// The jobs of `records` this node has no copy of yet and that have run.
+std::vector<job_id> new_with_history(const coordinator_state& st,
+                                     const std::vector<job_record>& records);
 
 // ---- verbs.cpp -----------------------------------------------------------------------
 void on_show(coordinator_actor* self, caf::response_promise rp, const id_request& req);

@@ -381,6 +381,8 @@ status_reply make_status(const coordinator_state& st) {
   size("remote_states", st.remote.size());
   size("offered", st.offered.size());
   size("refused_by", st.refused_by.size());
+  size("metric_points_out", st.metrics_out.waiting());
+  size("metric_points_dropped", st.metrics_out.dropped());
   size("withdrawn", st.withdrawn.size());
   size("members", st.view.members().size());
   size("members_dead", st.view.in_state(member_state::dead).size()

@@ -26,6 +26,7 @@ destination route_of(verb v) {
     case verb::peer_reserve:
     case verb::peer_withdraw:
     case verb::peer_metrics:
+    case verb::peer_metric_pull:
       return destination::coordinator;
     case verb::submit:
     case verb::list:
@@ -58,6 +59,7 @@ bool verb_allowed(role r, verb v) {
     case verb::peer_reserve:
     case verb::peer_withdraw:
     case verb::peer_metrics:
+    case verb::peer_metric_pull:
     case verb::peer_forget:
       return r == role::node;
     // Asked by clients, and by routers of other nodes (forwarded submissions, queries).

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import time
 
-from harness import RUNTIME, check, journal_rows, pid_alive, refused_joiner, run, wait_until
+from harness import RUNTIME, Failure, check, journal_rows, pid_alive, refused_joiner, run, wait_until
 
 
 def up(c, n):
@@ -364,6 +364,48 @@ def rm_with_tombstones(c):
     c.monkey("down", timeout=120)
 
 
+def metrics_follow_new_holders(c):
+    """A holder frozen while the job runs misses no point: a batch it does not acknowledge
+    is sent again, and a holder that replaces it (the frozen one declared dead) pulls the
+    points it never saw. Every holder named in the final record has every point."""
+    nodes = up(c, 3)
+    by_pid = {n["pid"]: n for n in nodes}
+    listed = {m["node"]: by_pid[m["pid"]] for m in json.loads(c.monkey("nodes", "--json").stdout)}
+    jid = c.submit("--", "sh", "-c", 'for i in $(seq 1 50); do '
+                   'echo "MONKEY_METRIC step=$i loss=$i"; sleep 0.1; done')
+    s = wait_until(lambda: (lambda s: s if s["state"] == "running" else None)(c.show(jid)), 30,
+                   "the job to run")
+    ran_on = s["attempts"][-1]["attempt_id"].split(".")[0]
+    runner = [n for node, n in listed.items() if node.startswith(ran_on)][0]
+    others = [listed[h] for h in s["replicas"] if listed[h]["pid"] != runner["pid"]]
+    check(others, f"the job has a holder besides its runner: {s['replicas']}")
+    frozen = others[0]
+    time.sleep(0.5)
+    os.kill(frozen["pid"], signal.SIGSTOP)
+    try:
+        time.sleep(3.5)  # past the suspicion timeout: declared dead, replaced as a holder
+    finally:
+        os.kill(frozen["pid"], signal.SIGCONT)
+    final = c.wait_final(jid)
+    check(final["state"] == "succeeded", f"the job succeeded: {final['state']}")
+
+    def counts():
+        dirs = [listed[h]["data_dir"] for h in c.show(jid)["replicas"]]
+        rows = journal_rows(dirs, f"SELECT count(*) FROM metrics WHERE job_id='{jid}'")
+        return {node: n for node, (n,) in rows}
+
+    last = {}
+    try:
+        wait_until(lambda: (lambda got: last.update(got) or
+                            (len(got) == len(c.show(jid)["replicas"])
+                             and all(n == 50 for n in got.values())))(counts()),
+                   30, "every holder to have the 50 points")
+    except Exception:
+        raise Failure(f"points per holder of the final record: {last} (replicas "
+                      f"{c.show(jid)['replicas']}, frozen {frozen['name']})")
+    down(c, [n["pid"] for n in nodes])
+
+
 if __name__ == "__main__":
     run(up_kill9_rejoin)
     run(sigstop_suspect_dead_refute)
@@ -374,3 +416,4 @@ if __name__ == "__main__":
     run(node_names_restart)
     run(metrics_outlive_their_node)
     run(rm_with_tombstones)
+    run(metrics_follow_new_holders)

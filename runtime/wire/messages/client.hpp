@@ -49,6 +49,7 @@ enum class verb : uint16_t {
   peer_metrics = 26,   ///< metric points of jobs the receiver holds, from the node running them
   remove = 27,         ///< `monkey rm`: delete final jobs, their logs and metrics, everywhere
   peer_forget = 28,    ///< delete these jobs here and keep a tombstone (from rm, or a holder)
+  peer_metric_pull = 29, ///< the metric points of these jobs (a new holder catches up)
 };
 
 const char* to_string(verb v);

@@ -105,9 +105,15 @@ void reserve_round(coordinator_actor* self) {
                                st.cfg.replicas);
     st.book.own(rec);
     st.log->info("took job {} over from {} by reservation", rec.id.short_str(), from);
+    // A job that ran before (a retry): the metric points of its earlier attempts come
+    // from the node that placed it here.
+    std::vector<job_id> ran;
+    if (!rec.attempts.empty())
+      ran.push_back(rec.id);
     persist(self, {rec}, [=](const persist_result&) mutable {
       rp.deliver(reply(reserve_reply{true, {}}));
       request_schedule(self);
+      pull_metrics(self, from, std::move(ran));
     });
   }
 }

@@ -221,6 +221,24 @@ def unsatisfiable_waits(c):
     check(c.show(jid)["state"] == "queued", "it stays queued")
 
 
+def messages_point_to_the_fix(c):
+    """A newcomer's slips get a message that names the fix (no node is needed for these)."""
+    r = c.monkey(check_rc=False)
+    check(r.returncode == 2 and "Subcommands:" in r.stderr and "submit" in r.stderr
+          and "console" in r.stderr, f"no verb: the verbs are listed: {r.stderr}")
+    r = c.monkey("sumbit", "--", "true", check_rc=False)
+    check(r.returncode == 2 and "did you mean submit?" in r.stderr, r.stderr)
+    r = c.monkey("submit", "--cpu", "2", "--", "true", check_rc=False)
+    check(r.returncode == 2 and "'--cpu'" in r.stderr and "did you mean --cpus?" in r.stderr,
+          r.stderr)
+    r = c.monkey("submit", "echo", "hi", check_rc=False)
+    check(r.returncode == 2 and "after '--'" in r.stderr, f"a forgotten -- is explained: {r.stderr}")
+    r = c.monkey("jobs", check_rc=False)
+    check(r.returncode != 0 and "monkey up" in r.stderr and "monkey-runtime" in r.stderr,
+          f"before any node runs: how to start one: {r.stderr}")
+
+
+run(messages_point_to_the_fix)
 run(spec_files_and_errors)
 run(wait_exit_codes)
 run(dependencies_and_arrays)

@@ -25,6 +25,14 @@ struct journal_state {
 
 using journal_actor = caf::stateful_actor<journal_state>;
 
+/// A read's answer: the store's value, or journal_failure naming `what` and the problem.
+template <class R, class T>
+caf::result<R> answer(expected<T> got, const std::string& what = {}) {
+  if (!got)
+    return make_error(errc::journal_failure, what + got.error());
+  return R(std::move(*got));
+}
+
 void commit(journal_actor* self) {
   auto& st = self->state;
   st.flush_queued = false;
@@ -97,24 +105,17 @@ caf::behavior journal_impl(journal_actor* self, std::shared_ptr<journal> store) 
     },
     [=](atoms::load) -> caf::result<record_list> {
       commit(self); // a restarted coordinator must see every write received so far
-      auto recs = self->state.store->load_jobs();
-      if (!recs)
-        return make_error(errc::journal_failure, "cannot load the journal: " + recs.error());
-      return std::move(*recs);
+      return answer<record_list>(self->state.store->load_jobs(), "cannot load the journal: ");
     },
     [=](atoms::load_tombstones) -> caf::result<id_list> {
       commit(self);
-      auto t = self->state.store->load_tombstones();
-      if (!t)
-        return make_error(errc::journal_failure, "cannot load the tombstones: " + t.error());
-      return std::move(*t);
+      return answer<id_list>(self->state.store->load_tombstones(),
+                             "cannot load the tombstones: ");
     },
     [=](atoms::load_tasks) -> caf::result<task_state_list> {
       commit(self);
-      auto tasks = self->state.store->load_tasks();
-      if (!tasks)
-        return make_error(errc::journal_failure, "cannot load the task batches: " + tasks.error());
-      return std::move(*tasks);
+      return answer<task_state_list>(self->state.store->load_tasks(),
+                                     "cannot load the task batches: ");
     },
     [=](atoms::last_metrics, const job_id& id) -> caf::result<metric_map> {
       commit(self); // reads see every metric received so far
@@ -128,25 +129,16 @@ caf::behavior journal_impl(journal_actor* self, std::shared_ptr<journal> store) 
     },
     [=](atoms::last_metrics, const id_list& ids) -> caf::result<metrics_by_job> {
       commit(self);
-      auto last = self->state.store->last_metrics_of(ids);
-      if (!last)
-        return make_error(errc::journal_failure, last.error());
-      return std::move(*last);
+      return answer<metrics_by_job>(self->state.store->last_metrics_of(ids));
     },
     [=](atoms::metric_sum, const job_id& id) -> caf::result<metric_stats_map> {
       commit(self);
-      auto s = self->state.store->metric_summary(id);
-      if (!s)
-        return make_error(errc::journal_failure, s.error());
-      return std::move(*s);
+      return answer<metric_stats_map>(self->state.store->metric_summary(id));
     },
     [=](atoms::metric_sum, const job_id& id, const std::string& key,
         uint32_t limit) -> caf::result<metric_batch> {
       commit(self);
-      auto points = self->state.store->metrics(id, key, limit);
-      if (!points)
-        return make_error(errc::journal_failure, points.error());
-      return std::move(*points);
+      return answer<metric_batch>(self->state.store->metrics(id, key, limit));
     },
     [=](atoms::metric_sum, const id_list& ids, uint32_t limit) -> caf::result<metric_batch> {
       commit(self);

@@ -36,6 +36,7 @@ struct worker_state {
   uint64_t dropped_metrics = 0;
   std::map<std::string, int64_t> steps; ///< points so far per key (the default step)
   int64_t over_limit_kb = 0; ///< the memory watch killed it with this much resident
+  int cgroup_mem = -1;       ///< the cgroup sets memory.max: 1, 0, or -1 not read yet
   int ticks = 0;
   static inline const char* name = "worker";
 };
@@ -111,7 +112,11 @@ void watch_memory(worker_actor* self) {
   auto& st = self->state;
   if (st.args.mem_limit_mb <= 0 || st.pgid <= 0 || st.over_limit_kb > 0 || st.exited)
     return;
-  if (++st.ticks % 2 != 0 || cgroup_memory_limited(st.cgroup))
+  if (++st.ticks % 2 != 0)
+    return;
+  if (st.cgroup_mem < 0) // read once: the attempt's cgroup keeps its limit
+    st.cgroup_mem = cgroup_memory_limited(st.cgroup) ? 1 : 0;
+  if (st.cgroup_mem == 1)
     return;
   auto rss = group_rss_kb(st.pgid);
   if (rss <= st.args.mem_limit_mb * 1024)

@@ -96,7 +96,8 @@ std::string clock_of(int64_t ms) {
 
 } // namespace
 
-std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_id>* doomed) {
+std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_id>* doomed,
+                                        int64_t* next_backoff) {
   std::vector<queued_job> queue;
   queue.reserve(st.book.queue().size());
   auto now = now_ms();
@@ -107,6 +108,9 @@ std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_i
     auto* rec = st.book.owned(id);
     if (!rec)
       continue;
+    if (next_backoff && rec->not_before_ms > now
+        && (*next_backoff == 0 || rec->not_before_ms < *next_backoff))
+      *next_backoff = rec->not_before_ms;
     queued_job q;
     q.id = id;
     q.priority = rec->spec.priority;
@@ -153,7 +157,6 @@ std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_i
         q.blocked = "offered to node " + o->second.target + " (a reservation request is "
                     + (o->second.unanswered ? "unanswered: it is being withdrawn" : "under way")
                     + ")";
-    (void)now;
     queue.push_back(std::move(q));
   }
   return queue;
@@ -218,14 +221,10 @@ void start_attempt(coordinator_actor* self, const job_id& id) {
 
 namespace {
 
-/// Schedules a placement for when the earliest retry backoff ends.
-void wake_for_backoff(coordinator_actor* self) {
+/// Schedules a placement for `next`, when the earliest retry backoff ends (0: none waits).
+void wake_for_backoff(coordinator_actor* self, int64_t next) {
   auto& st = self->state;
   auto now = now_ms();
-  int64_t next = 0;
-  for (auto& [seq, id] : st.book.queue())
-    if (auto* rec = st.book.owned(id); rec && rec->not_before_ms > now)
-      next = next == 0 ? rec->not_before_ms : std::min(next, rec->not_before_ms);
   if (next == 0 || (st.backoff_wake_ms > now && st.backoff_wake_ms <= next))
     return;
   st.backoff_wake_ms = next;
@@ -244,8 +243,9 @@ void schedule(coordinator_actor* self) {
   if (!st.synced)
     return; // back from the dead (fenced) or restarted: nothing starts before the sync ends
   std::vector<job_id> doomed;
-  auto queue = placement_queue(st, &doomed);
-  wake_for_backoff(self);
+  int64_t next_backoff = 0;
+  auto queue = placement_queue(st, &doomed, &next_backoff);
+  wake_for_backoff(self, next_backoff);
   std::vector<job_id> ask;
   for (auto& [seq, id] : st.book.queue())
     if (auto* rec = st.book.owned(id))

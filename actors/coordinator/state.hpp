@@ -244,7 +244,10 @@ void give_up(coordinator_actor* self, const job_record& better, const std::strin
 void request_schedule(coordinator_actor* self);
 void schedule(coordinator_actor* self);
 std::string explain_wait(coordinator_state& st, const job_id& id);
-std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_id>* doomed);
+/// The owned queue as placement sees it; `doomed` gets jobs whose dependencies can never be
+/// met, `next_backoff` the earliest end of a retry backoff still ahead (unchanged if none).
+std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_id>* doomed,
+                                        int64_t* next_backoff = nullptr);
 std::vector<running_job> placement_running(const coordinator_state& st);
 resources need_of(const job_spec& s);
 /// The other alive members with enough CPUs and GPUs for `need` (offers go to them).

@@ -297,7 +297,7 @@ TEST_CASE("bad requests get errors naming the problem", "[actors][gateway]") {
   app_req.spec.app = "nosuchapp";
   auto app = c->call<submit_reply>(verb::submit, app_req);
   REQUIRE_FALSE(app);
-  CHECK_THAT(app.error(), Catch::Contains("no app 'nosuchapp'"));
+  CHECK_THAT(app.error(), Catch::Contains("no node of the cluster has an app 'nosuchapp'"));
   auto unknown = c->call(static_cast<verb>(999), std::string{});
   REQUIRE_FALSE(unknown);
   CHECK_THAT(unknown.error(), Catch::Contains("unknown verb"));

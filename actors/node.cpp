@@ -105,6 +105,8 @@ child_spec membership_child(const node_setup& setup, std::shared_ptr<publish_sta
   mc.self.gpus = cfg.total.gpus;
   for (auto& d : cfg.devices)
     mc.self.devices += (mc.self.devices.empty() ? "" : ",") + d.name;
+  mc.self.tags = cfg.total.tags;
+  mc.self.apps = cfg.apps;
   mc.self.reason = "started";
   mc.self.since_ms = now_ms();
   mc.secret = setup.secret;

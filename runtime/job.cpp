@@ -32,6 +32,27 @@ std::string param_env_name(const std::string& param) {
   return sdk::param_env_name(param); // the SDK reads them back by the same rule
 }
 
+std::string rank_log_path(const std::string& log_out, int32_t rank) {
+  auto base = log_out;
+  if (base.size() > 4 && base.compare(base.size() - 4, 4, ".out") == 0)
+    base.resize(base.size() - 4);
+  return base + ".rank-" + std::to_string(rank) + ".log";
+}
+
+std::string rank_list_text(const std::vector<int32_t>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+      ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(ranks[i]);
+    if (j > i)
+      out += "-" + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
 status validate(const job_spec& s) {
   if (s.command.empty() && s.app.empty())
     return failure{"command: missing (give a command after `--`, or an app)"};
@@ -39,6 +60,11 @@ status validate(const job_spec& s) {
     return failure{"app: a job runs either a command or an app, not both"};
   if (!s.command.empty() && s.command[0].empty())
     return failure{"command: the executable is an empty string"};
+  if (s.workers < 1 || s.workers > 4096)
+    return failure{"workers: must be between 1 and 4096, got " + std::to_string(s.workers)};
+  if (s.workers > 1 && s.app.empty())
+    return failure{"workers: more than one worker runs an app (--app NAME); gang command jobs "
+                   "are not built yet"};
   if (s.cpus < 1 || s.cpus > 4096)
     return failure{"cpus: must be between 1 and 4096, got " + std::to_string(s.cpus)};
   if (s.gpus < 0 || s.gpus > 64)

@@ -61,9 +61,15 @@ struct job_spec {
   /// 0 retries at once (`--retry-backoff 1s..1m`, spec key `retry_backoff`).
   double retry_backoff_s = 1;
   double retry_backoff_max_s = 60;
+  /// An app job's ranks (`--workers`, spec key `workers`); cpus, gpus and mem are per worker.
+  int32_t workers = 1;
+  /// The app's build (a hash of its executable), chosen at submit: only nodes with this
+  /// build run the job.
+  std::string app_build;
   MSGPACK_DEFINE_MAP(name, command, app, params, cpus, gpus, gpu_mem_mb, mem_mb, tags, retries,
                      max_requeues, timeout_s, priority, workdir, env, seed, has_seed, after, array,
-                     array_index, user, host, retry_backoff_s, retry_backoff_max_s);
+                     array_index, user, host, retry_backoff_s, retry_backoff_max_s, workers,
+                     app_build);
 };
 
 struct attempt_record {
@@ -84,9 +90,11 @@ struct attempt_record {
   std::string log_out;
   std::string log_err;
   std::vector<int32_t> gpus; ///< CUDA device indices it was given
+  /// An app job's placement: which node hosts which ranks ("NODE:0-3", one per host).
+  std::vector<std::string> hosts;
   MSGPACK_DEFINE_MAP(id.node, id.incarnation, id.seq, number, outcome, cause, started_ms,
                      ended_ms, pid, pgid, start_ticks, cgroup, exit_code, term_signal, max_rss_kb,
-                     cpu_s, log_out, log_err, gpus);
+                     cpu_s, log_out, log_err, gpus, hosts);
 };
 
 struct job_record {
@@ -152,6 +160,13 @@ expected<std::vector<std::string>> substitute_params(const job_spec& spec);
 
 /// A display name: the spec's name, else the command's basename, plus `[i]` for arrays.
 std::string display_name(const job_spec& spec);
+
+/// The log of rank `rank` of an app attempt whose stdout is `log_out` ("DIR/2.out" →
+/// "DIR/2.rank-3.log").
+std::string rank_log_path(const std::string& log_out, int32_t rank);
+
+/// "0-3" for {0,1,2,3}, "0,2,5-7" otherwise (an app host's ranks).
+std::string rank_list_text(const std::vector<int32_t>& ranks);
 
 /// Parses one `MONKEY_METRIC k=v k2=v2` line; returns false when it is not one.
 bool parse_metric_line(std::string_view line, std::vector<std::pair<std::string, double>>& out);

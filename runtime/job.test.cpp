@@ -147,3 +147,24 @@ TEST_CASE("MONKEY_METRIC lines become key/value pairs", "[runtime][job]") {
   CHECK_FALSE(parse_metric_line("MONKEY_METRICS loss=1", kv));
   CHECK_FALSE(parse_metric_line("MONKEY_METRIC loss=abc", kv));
 }
+
+TEST_CASE("an app job's workers are a spec field with bounds", "[runtime][job]") {
+  job_spec s;
+  s.app = "hello";
+  s.workers = 4;
+  CHECK(validate(s));
+  s.workers = 0;
+  CHECK_THAT(validate(s).error(), Catch::Contains("workers: must be between 1 and 4096"));
+  job_spec cmd;
+  cmd.command = {"true"};
+  cmd.workers = 2;
+  CHECK_THAT(validate(cmd).error(), Catch::Contains("more than one worker runs an app"));
+}
+
+TEST_CASE("rank logs sit beside the attempt's log; rank lists read as ranges", "[runtime][job]") {
+  CHECK(rank_log_path("/d/logs/J/2.out", 3) == "/d/logs/J/2.rank-3.log");
+  CHECK(rank_list_text({0, 1, 2, 3}) == "0-3");
+  CHECK(rank_list_text({0, 2, 5, 6, 7}) == "0,2,5-7");
+  CHECK(rank_list_text({4}) == "4");
+  CHECK(rank_list_text({}).empty());
+}

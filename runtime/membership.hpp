@@ -23,6 +23,15 @@ enum class member_state : uint8_t {
 
 const char* to_string(member_state s);
 
+/// An app a node can run (found in its --app-dir): its name, its build (a hash of the
+/// executable) and its parameter schema (the JSON of `monkey-app-NAME --describe`).
+struct app_entry {
+  std::string name;
+  std::string build;
+  std::string schema;
+  MSGPACK_DEFINE_MAP(name, build, schema);
+};
+
 struct member {
   std::string node;         ///< node id (16 hex digits)
   std::string address;      ///< host:port where its gateway listens
@@ -37,8 +46,10 @@ struct member {
   /// The name users give the node (`monkey-runtime --name`; default host:port): shown by
   /// `nodes`, `jobs` and `show`, accepted wherever a node is named.
   std::string name;
+  std::vector<std::string> tags; ///< what it offers (--tags, and `app:NAME@BUILD` per app)
+  std::vector<app_entry> apps;
   MSGPACK_DEFINE_MAP(node, address, incarnation, state, since_ms, reason, pid, cpus, gpus,
-                     devices, name);
+                     devices, name, tags, apps);
 };
 
 /// "3.1": the runtime start and the refutations within it.

@@ -60,7 +60,9 @@ std::string never_fits(const resources& total, const resources& need) {
            + std::to_string(total.gpu_mem_mb) + " MB";
   for (auto& tag : need.tags)
     if (std::find(total.tags.begin(), total.tags.end(), tag) == total.tags.end())
-      return "needs tag '" + tag + "'; this node does not offer it";
+      return tag.rfind("app:", 0) == 0
+               ? "needs app " + tag.substr(4) + " (name@build); this node does not have it"
+               : "needs tag '" + tag + "'; this node does not offer it";
   return {};
 }
 

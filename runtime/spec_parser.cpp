@@ -181,7 +181,8 @@ job_spec parse_node(const reader& r, const YAML::Node& root) {
     } else
       r.fail(it->first, key,
              "unknown field (known: name, command, app, params, resources, retries, "
-             "retry_backoff, max_requeues, timeout, priority, workdir, env, seed, tags, after, array)");
+             "retry_backoff, max_requeues, timeout, priority, workdir, env, seed, tags, after, array, "
+             "workers)");
   }
   if (s.command.empty() && s.app.empty())
     r.fail(root, "command", "missing required field (or give app)");

@@ -2,6 +2,7 @@
 // Placement on this node, attempt start and end, workers, voided attempts and fencing.
 #include "actors/coordinator/state.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <ctime>
 #include <sys/stat.h>
@@ -9,6 +10,8 @@
 #include "actors/coordinator/launch_env.hpp"
 #include "actors/fan_out.hpp"
 #include "actors/worker.hpp"
+#include "runtime/apps/schema.hpp"
+#include "runtime/net/auth.hpp"
 #include "runtime/process/proc.hpp"
 
 namespace monkey {
@@ -22,20 +25,29 @@ void request_schedule(coordinator_actor* self) {
 
 std::vector<std::string> members_with_room(const coordinator_state& st, const resources& need) {
   std::vector<std::string> fit;
-  for (auto& m : st.view.members())
-    if (m.node != st.self_node() && m.state == member_state::alive && m.cpus >= need.cpus
-        && m.gpus >= need.gpus)
+  for (auto& m : st.view.members()) {
+    if (m.node == st.self_node() || m.state != member_state::alive || m.cpus < need.cpus
+        || m.gpus < need.gpus)
+      continue;
+    bool tagged = true; // its tags include the job's (an app job's: the app's build)
+    for (auto& t : need.tags)
+      tagged = tagged && std::find(m.tags.begin(), m.tags.end(), t) != m.tags.end();
+    if (tagged)
       fit.push_back(m.node);
+  }
   return fit;
 }
 
 resources need_of(const job_spec& s) {
+  // An app job's resources are per worker; its workers all run on one node (for now).
   resources r;
-  r.cpus = s.cpus;
-  r.mem_mb = s.mem_mb;
-  r.gpus = s.gpus;
+  r.cpus = s.cpus * s.workers;
+  r.mem_mb = s.mem_mb * s.workers;
+  r.gpus = s.gpus * s.workers;
   r.gpu_mem_mb = s.gpu_mem_mb;
   r.tags = s.tags;
+  if (!s.app.empty())
+    r.tags.push_back(app_tag(s.app, s.app_build));
   return r;
 }
 
@@ -201,6 +213,7 @@ void start_attempt(coordinator_actor* self, const job_id& id) {
   auto& at = begin_attempt(*rec, attempt_id{st.cfg.node, st.cfg.incarnation, ++st.attempt_seq},
                            now, dir, std::vector<int32_t>(run.gpus.begin(), run.gpus.end()));
   run.attempt = at.number;
+  run.attempt_id = at.id.str();
   run.end_ms = rec->spec.timeout_s > 0
                  ? now + static_cast<int64_t>(rec->spec.timeout_s * 1000)
                  : no_end;
@@ -209,6 +222,21 @@ void start_attempt(coordinator_actor* self, const job_id& id) {
   auto args = worker_args_for(st, *rec, at);
   args.request = launch_for(*rec, at, std::vector<int32_t>(gpus.begin(), gpus.end()), st.cfg.node,
                             st.cfg.cgroup_base);
+  if (!rec->spec.app.empty()) {
+    // Every rank on this node, in one app host (docs/writing-apps.md).
+    std::vector<int32_t> ranks;
+    for (int32_t r = 0; r < rec->spec.workers; ++r)
+      ranks.push_back(r);
+    at.hosts = {st.cfg.node.str() + ":" + rank_list_text(ranks)};
+    app_host_launch h;
+    auto path = st.cfg.app_paths.find(rec->spec.app);
+    h.executable = path == st.cfg.app_paths.end() ? std::string{} : path->second;
+    h.node_address = st.cfg.address;
+    h.attempt_key = to_hex(attempt_key(st.cfg.node_key, at.id.str()));
+    h.ranks = ranks;
+    h.env = st.cfg.app_host_env;
+    add_app_host(args.request, *rec, at, h);
+  }
   // The child starts now; its record is journaled in the same grouped commit as its pid
   // soon after. A crash before that commit kills the child (PR_SET_PDEATHSIG) and, with
   // cgroups, everything it started (recovery empties the node's cgroups), so the job is
@@ -286,10 +314,17 @@ std::string explain_wait(coordinator_state& st, const job_id& id) {
     // It never fits here: it is offered to members with room, or waits for one to join.
     if (auto fit = members_with_room(st, need); !fit.empty())
       return it->second + "; it is offered to members with room (" + fit.front() + ", ...)";
-    return "waits for a node with " + std::to_string(need.cpus) + " cpus"
-           + (need.gpus > 0 ? " and " + std::to_string(need.gpus) + " gpus" : std::string{})
-           + ": no alive member has room for it (" + it->second
-           + "); it starts when such a node joins";
+    auto& spec = rec->spec;
+    std::string what = std::to_string(need.cpus) + " cpus"
+                       + (need.gpus > 0 ? " and " + std::to_string(need.gpus) + " gpus"
+                                        : std::string{});
+    if (!spec.app.empty())
+      what = "app '" + spec.app + "' (build " + spec.app_build + ") and " + what + " ("
+             + std::to_string(spec.workers) + " workers of " + std::to_string(spec.cpus)
+             + " cpus" + (spec.gpus > 0 ? ", " + std::to_string(spec.gpus) + " gpus" : "")
+             + "; the workers of an app job run on one node for now)";
+    return "waits for a node with " + what + ": no alive member has room for it ("
+           + it->second + "); it starts when such a node joins";
   }
   for (auto& s : plan.start)
     if (s == id)

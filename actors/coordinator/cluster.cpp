@@ -57,6 +57,7 @@ void readopt(coordinator_actor* self, job_record rec) {
   st.attempt_seq = std::max(st.attempt_seq, at.id.seq);
   run_info run;
   run.attempt = at.number;
+  run.attempt_id = at.id.str();
   run.use = need_of(rec.spec);
   run.end_ms = rec.spec.timeout_s > 0
                  ? at.started_ms + static_cast<int64_t>(rec.spec.timeout_s * 1000)

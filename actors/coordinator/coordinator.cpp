@@ -85,6 +85,13 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
       });
     case verb::drain:
       return dispatch<id_request>(rp, env, "drain", [&](id_request r) { on_drain(self, rp, r); });
+    case verb::app_report:
+      return dispatch<app_report_request>(rp, env, "app report", [&](app_report_request r) {
+        on_app_report(self, rp, std::move(r));
+      });
+    case verb::app_ready:
+      return dispatch<app_ready_request>(rp, env, "app ready",
+                                         [&](app_ready_request r) { on_app_ready(self, rp, r); });
     case verb::peer_forget:
       return dispatch<forget_request>(rp, env, "peer forget", [&](forget_request r) {
         if (r.ids.size() > 65536)
@@ -179,6 +186,14 @@ tree_node tree_of(coordinator_actor* self) {
     w.id = run.worker ? run.worker.id() : 0;
     w.restarts = run.restarts;
     w.state = run.worker ? "running" : "starting";
+    for (auto& a : run.app_actors) { // "rank 0: pi_rank", in the job's app host
+      tree_node r;
+      auto colon = a.find(':');
+      r.name = "rank-" + a.substr(5, colon - 5);
+      r.kind = "app:" + (colon == std::string::npos ? a : a.substr(colon + 2));
+      r.state = "running";
+      w.children.push_back(std::move(r));
+    }
     me.children.push_back(std::move(w));
   }
   return me;
@@ -187,6 +202,8 @@ tree_node tree_of(coordinator_actor* self) {
 /// `shown`: the path as the user gave it (`monkey kill core/coordinator/worker-…`).
 caf::result<std::string> kill_worker(coordinator_actor* self, const std::string& name,
                                      const std::string& shown) {
+  if (name.find("/rank-") != std::string::npos)
+    return kill_rank(self, name);
   for (auto& [id, run] : self->state.running) {
     if ("worker-" + id.short_str() + "-" + std::to_string(run.attempt) != name)
       continue;

@@ -15,6 +15,7 @@
 // runs, (address, string) once the node is published, (tree), (kill, name).
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 
 #include "devices/device.hpp"
 #include "runtime/ids.hpp"
+#include "runtime/membership.hpp"
 #include "runtime/process/launcher.hpp"
 #include "runtime/placement.hpp"
 
@@ -46,6 +48,13 @@ struct coordinator_config {
   size_t min_replicas = 1;   ///< fewer alive members than this: submits are refused
   size_t max_queued = 100000; ///< queued jobs beyond this: submits are answered "busy"
   size_t max_forwards = 4096; ///< submissions being forwarded to owners at once
+  /// Apps found in --app-dir at start (gossiped with this node's member record).
+  std::vector<app_entry> apps;
+  std::map<std::string, std::string> app_paths; ///< app name → its executable here
+  /// What an app host gets to connect back to this node (docs/writing-apps.md): the
+  /// network settings (MONKEY_HEARTBEAT_MS, MONKEY_CONNECTION_TIMEOUT_MS, MONKEY_TLS_*).
+  std::map<std::string, std::string> app_host_env;
+  std::string node_key; ///< each attempt's key is derived from it (runtime/net/auth.hpp)
 };
 
 caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_config cfg, caf::actor journal,

@@ -56,4 +56,25 @@ launch_request launch_for(const job_record& rec, const attempt_record& at,
   return req;
 }
 
+void add_app_host(launch_request& req, const job_record& rec, const attempt_record& at,
+                  const app_host_launch& h) {
+  req.argv = {h.executable.empty() ? "monkey-app-" + rec.spec.app : h.executable, "--host"};
+  std::map<std::string, std::string> add = h.env;
+  add["MONKEY_APP"] = rec.spec.app;
+  add["MONKEY_APP_RANKS"] = rank_list_text(h.ranks);
+  add["MONKEY_WORLD_SIZE"] = std::to_string(rec.spec.workers);
+  add["MONKEY_NODE_ADDRESS"] = h.node_address;
+  add["MONKEY_APP_KEY"] = h.attempt_key;
+  add["MONKEY_RANK_LOGS"] = at.log_out;
+  std::vector<std::string> env;
+  for (auto& kv : req.env) {
+    auto name = kv.substr(0, kv.find('='));
+    if (!add.count(name))
+      env.push_back(kv);
+  }
+  for (auto& [k, v] : add)
+    env.push_back(k + "=" + v);
+  req.env = std::move(env);
+}
+
 } // namespace monkey

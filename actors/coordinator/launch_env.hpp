@@ -25,4 +25,21 @@ launch_request launch_for(const job_record& rec, const attempt_record& at,
                           const std::string& cgroup_base,
                           const std::map<std::string, std::string>& base_env = inherited_env());
 
+/// An app job's host process on this node: which executable, which ranks, and how it
+/// reaches the node (docs/writing-apps.md, "The app host").
+struct app_host_launch {
+  std::string executable;   ///< "" when this node lacks the app: the attempt fails, saying so
+  std::string node_address; ///< the node's gateway (host:port), reached over loopback
+  std::string attempt_key;  ///< hex of the attempt's key (runtime/net/auth.hpp)
+  std::vector<int32_t> ranks;
+  std::map<std::string, std::string> env; ///< the node's network settings
+};
+
+/// Turns `req` (from launch_for) into the start of an app host: argv is the app's
+/// executable and `--host`; the environment adds MONKEY_APP, MONKEY_APP_RANKS,
+/// MONKEY_WORLD_SIZE, MONKEY_NODE_ADDRESS, MONKEY_APP_KEY, MONKEY_RANK_LOGS and `h.env`;
+/// OMP/OpenBLAS threads are the job's cpus per worker.
+void add_app_host(launch_request& req, const job_record& rec, const attempt_record& at,
+                  const app_host_launch& h);
+
 } // namespace monkey

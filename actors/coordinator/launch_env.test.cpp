@@ -44,3 +44,45 @@ TEST_CASE("an attempt's launch: placeholders filled, MONKEY_* set, logs and cgro
                             + rec.id.short_str() + "-4");
   CHECK(launch_for(rec, at, {}, node_id{1}, "").cgroup_dir.empty());
 }
+
+TEST_CASE("an app attempt starts the app's host with its ranks, its node and its key",
+          "[coordinator][launch_env]") {
+  job_record rec;
+  rec.id = job_id::generate();
+  rec.spec.app = "hello";
+  rec.spec.workers = 4;
+  rec.spec.params = {{"steps", "5"}};
+  attempt_record at;
+  at.id = attempt_id{node_id{0xab}, 2, 9};
+  at.number = 1;
+  at.log_out = "/d/logs/x/1.out";
+  auto req = launch_for(rec, at, {}, node_id{0xab}, "", {{"MONKEY_APP_KEY", "stale"}});
+  app_host_launch h;
+  h.executable = "/opt/monkey/bin/monkey-app-hello";
+  h.node_address = "127.0.0.1:4700";
+  h.attempt_key = "abcd";
+  h.ranks = {0, 1, 2, 3};
+  h.env = {{"MONKEY_HEARTBEAT_MS", "250"}};
+  add_app_host(req, rec, at, h);
+  CHECK(req.argv == std::vector<std::string>{"/opt/monkey/bin/monkey-app-hello", "--host"});
+  auto count = [&](const std::string& prefix) {
+    return std::count_if(req.env.begin(), req.env.end(),
+                         [&](const std::string& kv) { return kv.rfind(prefix, 0) == 0; });
+  };
+  auto has = [&](const std::string& kv) {
+    return std::find(req.env.begin(), req.env.end(), kv) != req.env.end();
+  };
+  CHECK(has("MONKEY_APP=hello"));
+  CHECK(has("MONKEY_APP_RANKS=0-3"));
+  CHECK(has("MONKEY_WORLD_SIZE=4"));
+  CHECK(has("MONKEY_NODE_ADDRESS=127.0.0.1:4700"));
+  CHECK(has("MONKEY_APP_KEY=abcd"));
+  CHECK(count("MONKEY_APP_KEY=") == 1);
+  CHECK(has("MONKEY_RANK_LOGS=/d/logs/x/1.out"));
+  CHECK(has("MONKEY_HEARTBEAT_MS=250"));
+  CHECK(has("MONKEY_PARAM_STEPS=5"));
+  // A node without the app names it: the launcher's error then says what is missing.
+  h.executable.clear();
+  add_app_host(req, rec, at, h);
+  CHECK(req.argv.front() == "monkey-app-hello");
+}

@@ -63,6 +63,9 @@ struct run_info {
   std::vector<int> gpus;
   int64_t end_ms = no_end;
   std::string stop_pending; ///< a stop asked for before the worker existed
+  std::string attempt_id;   ///< the attempt's id text (an app host's session names it)
+  std::vector<std::string> app_actors; ///< an app host's actors, from its app_ready
+  std::vector<int32_t> kill_ranks;     ///< ranks to kill, told with the host's next report
 };
 
 /// How a write of records ended: the local journal's error (if any), the fewest durable
@@ -322,6 +325,12 @@ std::vector<job_id> new_with_history(const coordinator_state& st,
                                      const std::vector<job_record>& records);
 
 // ---- verbs.cpp -----------------------------------------------------------------------
+// apps.cpp: the verbs of this node's app hosts
+void on_app_report(coordinator_actor* self, caf::response_promise rp, app_report_request req);
+void on_app_ready(coordinator_actor* self, caf::response_promise rp, const app_ready_request& req);
+/// `kill worker-ID-N/rank-R`: the host is told to kill that rank's actor.
+caf::result<std::string> kill_rank(coordinator_actor* self, const std::string& name);
+
 void on_show(coordinator_actor* self, caf::response_promise rp, const id_request& req);
 void on_why(coordinator_actor* self, caf::response_promise rp, const id_request& req);
 void on_cancel(coordinator_actor* self, caf::response_promise rp, const id_request& req);

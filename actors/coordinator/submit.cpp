@@ -4,6 +4,8 @@
 // acknowledgement once every holder has the records (docs/cluster.md, "Submit").
 #include "actors/coordinator/state.hpp"
 
+#include "runtime/apps/schema.hpp"
+
 #include "actors/fan_out.hpp"
 #include "runtime/ownership.hpp"
 
@@ -123,6 +125,39 @@ void jobs_with_key(coordinator_actor* self, const std::string& key,
     [=] { then(std::move(*found)); });
 }
 
+namespace {
+
+/// An app job names an app some alive member has; its parameters fit the app's schema.
+/// The build is chosen here (this node's, else the most common) and kept in the spec, so
+/// that only nodes with that build run it.
+status check_app(const coordinator_state& st, job_spec& spec) {
+  auto* app = find_app(st.view.members(), spec.app,
+                       spec.app_build.empty() ? st.self_node() : std::string{});
+  if (!spec.app_build.empty()) { // a forwarded submit, or a retry: keep its build
+    app = nullptr;
+    for (auto& m : st.view.members())
+      for (auto& a : m.apps)
+        if (m.state == member_state::alive && a.name == spec.app && a.build == spec.app_build)
+          app = &a;
+    if (!app)
+      return failure{"app: no alive node has build " + spec.app_build + " of app '" + spec.app
+                     + "'"};
+  }
+  if (!app)
+    return failure{"app: no node of the cluster has an app '" + spec.app + "' (known apps: "
+                   + known_apps(st.view.members())
+                   + "); a node offers the monkey-app-* executables in its --app-dir"};
+  auto schema = parse_app_schema(app->schema);
+  if (!schema)
+    return failure{"app " + spec.app + ": " + schema.error()};
+  if (auto bad = check_params(*schema, spec.params); !bad)
+    return bad;
+  spec.app_build = app->build;
+  return {};
+}
+
+} // namespace
+
 void accept_submit(coordinator_actor* self, caf::response_promise rp, submit_request req) {
   auto& st = self->state;
   if (!st.accepting)
@@ -138,9 +173,9 @@ void accept_submit(coordinator_actor* self, caf::response_promise rp, submit_req
     return rp.deliver(make_error(errc::bad_request, "invalid job spec: " + problem.error()));
   if (req.spec.array_index >= 0)
     return rp.deliver(make_error(errc::bad_request, "array_index: set by the node, not by clients"));
-  if (!req.spec.app.empty()) // the app registry comes with the experiment SDK
-    return rp.deliver(make_error(errc::bad_request, "app: no app '" + req.spec.app
-                                                      + "' is registered on this node"));
+  if (!req.spec.app.empty())
+    if (auto bad = check_app(st, req.spec); !bad)
+      return rp.deliver(make_error(errc::bad_request, bad.error()));
   auto key = req.client_key;
   if (!key.empty()) {
     if (auto ids = st.book.by_key(key); !ids.empty())

@@ -27,6 +27,8 @@ destination route_of(verb v) {
     case verb::peer_withdraw:
     case verb::peer_metrics:
     case verb::peer_metric_pull:
+    case verb::app_report:
+    case verb::app_ready:
       return destination::coordinator;
     case verb::submit:
     case verb::list:
@@ -83,6 +85,10 @@ bool verb_allowed(role r, verb v) {
       return r == role::client;
     case verb::status:
       return true; // app hosts too: the node's identity and devices
+    // App hosts only: the SDK's verbs, for the attempt whose key the session proved.
+    case verb::app_report:
+    case verb::app_ready:
+      return r == role::app;
   }
   return false;
 }

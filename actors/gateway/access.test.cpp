@@ -32,7 +32,14 @@ TEST_CASE("each role sends only its own verbs", "[gateway][access]") {
   }
   CHECK(route_of(verb::submit_tasks) == destination::tasks);
   CHECK(route_of(verb::tree) == destination::root);
-  // The handshake is open to all; an app host gets status and nothing else yet.
+  // An app host's own verbs: only app sessions send them; the coordinator answers.
+  for (auto v : {verb::app_report, verb::app_ready}) {
+    CHECK(verb_allowed(role::app, v));
+    CHECK_FALSE(verb_allowed(role::client, v));
+    CHECK_FALSE(verb_allowed(role::node, v));
+    CHECK(route_of(v) == destination::coordinator);
+  }
+  // The handshake is open to all, and status.
   for (auto r : {role::client, role::node, role::app}) {
     CHECK(verb_allowed(r, verb::hello));
     CHECK(verb_allowed(r, verb::auth));

@@ -35,7 +35,7 @@ struct gateway_state {
   std::string node;
   std::map<std::string, caf::actor> cached; ///< path → actor (cleared when it goes down)
   std::map<caf::actor_addr, challenge> challenges;
-  std::map<caf::actor_addr, role> sessions;
+  std::map<caf::actor_addr, challenge> sessions; ///< role and (app) attempt proven
   std::shared_ptr<spdlog::logger> log;
   static inline const char* name = "gateway";
 };
@@ -107,7 +107,7 @@ caf::result<std::string> on_auth(gateway_actor* self, const caf::actor_addr& sen
                                "file it is derived from)"
                              : "secret (check --secret-file / MONKEY_SECRET_FILE)"));
   }
-  st.sessions[sender] = c.claimed;
+  st.sessions[sender] = c;
   SPDLOG_LOGGER_DEBUG(st.log, "{} {}@{} authenticated", to_string(c.claimed), req->user,
                       req->host);
   return encode(auth_reply{server_proof(key, c.nonce, req->client_nonce)});
@@ -138,6 +138,24 @@ caf::result<std::string> pass_to(gateway_actor* self, const char* path, const en
         rp.deliver(make_error(errc::busy, p + " is restarting; try again"));
       });
   return rp;
+}
+
+/// An app host's verb goes on with the attempt its session proved, whatever it claims.
+template <class Request>
+caf::result<std::string> with_attempt(gateway_actor* self, const envelope& env,
+                                      const std::string& attempt) {
+  auto req = decode<Request>(env.body, to_string(static_cast<verb>(env.verb)));
+  if (!req)
+    return make_error(errc::bad_request, req.error());
+  req->attempt = attempt;
+  return pass_to(self, coordinator_path, envelope{env.verb, encode(*req)});
+}
+
+caf::result<std::string> pass_app_verb(gateway_actor* self, const envelope& env,
+                                       const std::string& attempt) {
+  if (static_cast<verb>(env.verb) == verb::app_report)
+    return with_attempt<app_report_request>(self, env, attempt);
+  return with_attempt<app_ready_request>(self, env, attempt);
 }
 
 caf::behavior gateway_impl(gateway_actor* self, std::string secret, std::string node) {
@@ -174,10 +192,10 @@ caf::behavior gateway_impl(gateway_actor* self, std::string secret, std::string 
       if (session == st.sessions.end())
         return make_error(errc::unauthenticated,
                           "not authenticated: prove the cluster secret first");
-      if (!verb_allowed(session->second, v)) {
+      if (!verb_allowed(session->second.claimed, v)) {
         st.log->warn("refused verb {} from a {} session", to_string(v),
-                     to_string(session->second));
-        auto who = std::string(to_string(session->second));
+                     to_string(session->second.claimed));
+        auto who = std::string(to_string(session->second.claimed));
         return make_error(errc::refused, std::string("verb '") + to_string(v)
                                            + "' is not allowed for a" + (who == "app" ? "n " : " ")
                                            + who + " session");
@@ -207,6 +225,8 @@ caf::behavior gateway_impl(gateway_actor* self, std::string secret, std::string 
         case destination::tasks:
           return pass_to(self, tasks_path, env);
         case destination::coordinator:
+          if (v == verb::app_report || v == verb::app_ready)
+            return pass_app_verb(self, env, session->second.attempt);
           return pass_to(self, coordinator_path, env);
         case destination::router:
           return pass_to(self, router_path, env);

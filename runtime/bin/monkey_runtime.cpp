@@ -23,6 +23,8 @@
 #include "runtime/client/client.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/faults.hpp"
+#include "runtime/apps/catalog.hpp"
+#include "runtime/apps/schema.hpp"
 #include "runtime/journal/journal.hpp"
 #include "runtime/logging.hpp"
 #include "monkey/sdk/version.hpp"
@@ -59,6 +61,7 @@ struct options {
   std::string gpus = "auto";
   std::string mem;
   std::vector<std::string> tags;
+  std::string app_dir;
   bool no_measure = false;
   bool no_cgroups = false;
   bool drain = false;
@@ -185,6 +188,8 @@ void add_options(CLI::App& app, options& opt) {
   app.add_option("--gpus", opt.gpus, "GPU indices offered, e.g. 0,1; 'none'; default auto");
   app.add_option("--mem", opt.mem, "memory offered, e.g. 8G (default: all)");
   app.add_option("--tags", opt.tags, "tags this node offers")->delimiter(',');
+  app.add_option("--app-dir", opt.app_dir,
+                 "folder of app executables (monkey-app-*; default: beside monkey-runtime)");
   app.add_flag("--no-measure", opt.no_measure, "skip measuring device speed");
   app.add_flag("--no-cgroups", opt.no_cgroups, "track jobs by process group only, even where "
                                                "cgroup v2 is writable");
@@ -314,6 +319,40 @@ expected<checked_options> check_options(const options& opt, bool tls_name_given,
       return failure{"--tls: " + bad.error() + " (create the files with `monkey certs`)"};
   }
   return c;
+}
+
+/// The apps of --app-dir (default: the folder of this executable), and what their hosts
+/// need to connect back.
+void find_apps(const options& opt, coordinator_config& cc, const net_settings& net,
+               const std::string& secret, spdlog::logger& log) {
+  auto dir = opt.app_dir;
+  if (dir.empty()) {
+    char self[4096];
+    auto n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+      std::string exe(self, static_cast<size_t>(n));
+      dir = exe.substr(0, exe.rfind('/'));
+    }
+  }
+  auto scan = scan_app_dir(dir);
+  for (auto& p : scan.problems)
+    log.warn("app in {} not offered: {}", dir, p);
+  std::string names;
+  for (auto& a : scan.apps) {
+    cc.apps.push_back(a.entry);
+    cc.app_paths[a.entry.name] = a.path;
+    cc.total.tags.push_back(app_tag(a.entry.name, a.entry.build));
+    names += (names.empty() ? "" : ", ") + a.entry.name + " (" + a.entry.build + ")";
+  }
+  log.info("apps from {}: {}", dir, names.empty() ? std::string("none") : names);
+  cc.node_key = node_key(secret);
+  cc.app_host_env["MONKEY_HEARTBEAT_MS"] = std::to_string(net.heartbeat.count());
+  cc.app_host_env["MONKEY_CONNECTION_TIMEOUT_MS"] = std::to_string(net.connection_timeout.count());
+  if (net.tls.enabled()) {
+    cc.app_host_env["MONKEY_TLS_CERT"] = net.tls.cert;
+    cc.app_host_env["MONKEY_TLS_KEY"] = net.tls.key;
+    cc.app_host_env["MONKEY_TLS_CA"] = net.tls.ca;
+  }
 }
 
 /// The GPUs named by --gpus (indices, "auto" or "none") among those discovered.
@@ -502,6 +541,7 @@ int main(int argc, char** argv) {
   cc.max_queued = opt.max_queued;
   if (auto bad = offer_devices(opt, cc, *log); !bad)
     return fail_start(bad.error());
+  find_apps(opt, cc, net, checked->secret, *log);
 
   runtime_config cfg{net};
   if (auto bad = check_network_config(cfg); !bad)

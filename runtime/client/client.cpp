@@ -48,6 +48,8 @@ const char* to_string(verb v) {
     case verb::remove: return "rm";
     case verb::peer_forget: return "peer forget";
     case verb::peer_metric_pull: return "peer metric pull";
+    case verb::app_report: return "app report";
+    case verb::app_ready: return "app ready";
   }
   return "unknown";
 }

@@ -82,6 +82,7 @@ std::string take_tls_failure();
 void apply_network_config(caf::actor_system_config& cfg, const net_settings& s) {
   cfg.load<caf::io::middleman>();
   cfg.add_message_type<envelope>("monkey.envelope");
+  cfg.add_message_type<app_message>("monkey.app_message");
   cfg.add_error_category(caf::atom("monkey"),
                          [](uint8_t code, caf::atom_value, const caf::message& ctx) {
                            std::string text = ctx.match_elements<std::string>()

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// The one registered network message of Monkey: a verb and a msgpack body. Every payload
+// The registered network messages of Monkey: the envelope (a verb and a msgpack body) and
+// the app SDK's app_message. Every payload
 // crosses the network inside it and is size-checked and decoded by runtime/wire/codec.hpp.
 
 #include <cstdint>
 #include <string>
 
 #include <caf/meta/type_name.hpp>
+
+#include "monkey/sdk/message.hpp" // app_message, the app SDK's envelope
 
 namespace monkey {
 

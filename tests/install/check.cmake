@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # ctest install.sdk: `cmake --install` the build into a fresh prefix, build tests/install/app
-# against it with find_package(Monkey), and run the program and the installed CLI.
+# (an app) against it with find_package(Monkey), and run it as a job of the installed node.
 #   cmake -DBUILD=<build dir> -DSRC=<tests/install/app> -DWORK=<scratch dir> -P check.cmake
 file(REMOVE_RECURSE ${WORK})
 set(prefix ${WORK}/prefix)
@@ -14,7 +14,8 @@ function(run what)
 endfunction()
 
 run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD} --prefix ${prefix})
-foreach(f bin/monkey bin/monkey-runtime include/monkey/sdk/attempt.hpp
+foreach(f bin/monkey bin/monkey-runtime include/monkey/sdk/attempt.hpp include/monkey/app.hpp
+          include/monkey/sdk/message.hpp
           include/monkey/sdk/version.hpp share/doc/monkey/README.md
           share/doc/monkey/architecture.md)
   if(NOT EXISTS ${prefix}/${f})
@@ -39,13 +40,12 @@ run("installed monkey --version" ${prefix}/bin/monkey --version)
 string(STRIP "${out}" cli_version)
 string(REPLACE "monkey " "" version "${cli_version}")
 
-set(ENV{MONKEY_JOB_ID} 01TESTJOB)
-set(ENV{MONKEY_ATTEMPT} 3)
-set(ENV{MONKEY_PARAM_LR} 0.25)
-run("the app" ${WORK}/app/monkey-app-hello)
-set(want "monkey ${version}: job 01TESTJOB attempt 3 lr 0.25")
-string(STRIP "${out}" got)
-if(NOT got STREQUAL want)
-  message(FATAL_ERROR "the app printed '${got}', not '${want}'")
+run("the app's description" ${WORK}/app/monkey-app-greet --describe)
+string(FIND "${out}" "\"lr\"" has_lr)
+if(has_lr EQUAL -1)
+  message(FATAL_ERROR "--describe does not name the parameter lr: ${out}")
 endif()
-message(STATUS "installed and built against: ${got}")
+# As a job of the installed node: 3 ranks, metrics per rank, a rank's log.
+find_program(PYTHON3 python3 REQUIRED)
+run("the app as a job" ${PYTHON3} ${SRC}/../run_app.py ${prefix} ${WORK}/app)
+message(STATUS "installed and built against: ${out}")

@@ -67,7 +67,8 @@ json to_json(const attempt_record& a) {
           {"cause", a.cause},         {"started_ms", a.started_ms}, {"ended_ms", a.ended_ms},
           {"pid", a.pid},             {"pgid", a.pgid},           {"exit_code", a.exit_code},
           {"signal", a.term_signal},  {"max_rss_kb", a.max_rss_kb}, {"cpu_s", a.cpu_s},
-          {"log_out", a.log_out},     {"log_err", a.log_err}};
+          {"log_out", a.log_out},     {"log_err", a.log_err},     {"node", a.id.node.str()},
+          {"hosts", a.hosts}};
 }
 
 json to_json(const show_reply& r) {
@@ -97,6 +98,8 @@ json to_json(const show_reply& r) {
           {"host", rec.spec.host},
           {"command", rec.spec.command},
           {"app", rec.spec.app},
+          {"app_build", rec.spec.app_build},
+          {"workers", rec.spec.workers},
           {"params", rec.spec.params},
           {"cpus", rec.spec.cpus},
           {"gpus", rec.spec.gpus},

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// monkey logs ID [-f] [--err] [--attempt N]: a job's output, from the node that ran it.
+// monkey logs ID [-f] [--err] [--attempt N] [--rank R]: a job's output, from the node that
+// ran it (an app job's rank: that rank's log).
 #include "runtime/bin/cli/cli.hpp"
 
 #include <chrono>
@@ -13,6 +14,7 @@ struct logs_options {
   std::string id;
   bool follow = false, err = false;
   int attempt = 0;
+  int rank = -1;
 };
 
 int run_logs(context& ctx, const logs_options& o) {
@@ -23,6 +25,7 @@ int run_logs(context& ctx, const logs_options& o) {
   req.id = o.id;
   req.attempt = o.attempt;
   req.stream = o.err ? "err" : "out";
+  req.rank = o.rank;
   for (;;) {
     auto r = (*c)->call<logs_reply>(verb::logs, req);
     if (!r)
@@ -57,6 +60,8 @@ verb_def add_logs(CLI::App& app) {
   s->add_flag("-f,--follow", o->follow, "follow until the job ends");
   s->add_flag("--err", o->err, "stderr instead of stdout");
   s->add_option("--attempt", o->attempt, "attempt number (default: the latest)");
+  s->add_option("--rank", o->rank, "an app job's rank: the log that rank wrote (context::log)")
+    ->check(CLI::Range(0, 4095));
   return {s, [o](context& ctx) { return run_logs(ctx, *o); }};
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <thread>
 
 namespace monkey::cli {
@@ -20,7 +21,10 @@ int run_nodes(context& ctx) {
     return fail("nodes: " + r.error());
   if (ctx.g.json) {
     json out = json::array();
-    for (auto& m : r->members)
+    for (auto& m : r->members) {
+      json apps = json::array();
+      for (auto& a : m.apps)
+        apps.push_back({{"name", a.name}, {"build", a.build}});
       out.push_back({{"node", m.node},
                      {"name", m.name},
                      {"address", m.address},
@@ -32,7 +36,9 @@ int run_nodes(context& ctx) {
                      {"cpus", m.cpus},
                      {"gpus", m.gpus},
                      {"devices", m.devices},
+                     {"apps", apps},
                      {"self", m.node == r->self}});
+    }
     std::cout << out.dump() << "\n";
     return 0;
   }
@@ -44,6 +50,17 @@ int run_nodes(context& ctx) {
                 (m.node + (m.node == r->self ? "*" : "")).c_str(), m.address.c_str(), m.pid,
                 incarnation_text(m.incarnation).c_str(), to_string(m.state),
                 clock_time(m.since_ms).c_str(), m.devices.c_str(), m.reason.c_str());
+  std::map<std::string, std::vector<std::string>> apps; // "hello (build)" → node names
+  for (auto& m : r->members)
+    if (m.state == member_state::alive)
+      for (auto& a : m.apps)
+        apps[a.name + " (" + a.build + ")"].push_back(m.name.empty() ? m.node : m.name);
+  for (auto& [app, on] : apps) {
+    std::string where;
+    for (auto& n : on)
+      where += (where.empty() ? "" : ", ") + n;
+    std::printf("app %s on %s\n", app.c_str(), where.c_str());
+  }
   std::printf("agreed member list: %u, of which alive: %u (%s)\n", r->agreed, r->agreed_alive,
               r->agreed_alive * 2 > r->agreed ? "a majority: this node starts attempts"
                                               : "no majority: this node starts no attempts and "

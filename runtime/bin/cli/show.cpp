@@ -43,11 +43,14 @@ int run_show(context& ctx, const std::string& id, const std::string& metric) {
   std::printf("state     %s — %s\n", to_string(rec.state), rec.reason.c_str());
   std::printf("command   %s\n",
               rec.spec.app.empty() ? command_line(rec.spec).c_str()
-                                   : ("app " + rec.spec.app).c_str());
+                                   : ("app " + rec.spec.app + " (build " + rec.spec.app_build
+                                      + "), " + std::to_string(rec.spec.workers) + " workers")
+                                       .c_str());
   for (auto& [k, v] : rec.spec.params)
     std::printf("param     %s=%s\n", k.c_str(), v.c_str());
-  std::printf("resources cpus=%d gpus=%d mem=%lldMB\n", rec.spec.cpus, rec.spec.gpus,
-              static_cast<long long>(rec.spec.mem_mb));
+  std::printf("resources cpus=%d gpus=%d mem=%lldMB%s\n", rec.spec.cpus, rec.spec.gpus,
+              static_cast<long long>(rec.spec.mem_mb),
+              rec.spec.workers > 1 ? " per worker" : "");
   char backoff[64] = "none";
   if (rec.spec.retry_backoff_s > 0)
     std::snprintf(backoff, sizeof(backoff), "%gs..%gs", rec.spec.retry_backoff_s,
@@ -78,6 +81,11 @@ int run_show(context& ctx, const std::string& id, const std::string& metric) {
                 a.number, name_of(names, a.id.node.str()).c_str(), a.id.str().c_str(),
                 a.outcome.c_str(), what.c_str(), a.pid, static_cast<long long>(a.max_rss_kb),
                 a.cpu_s, clock_time(a.started_ms).c_str(), clock_time(a.ended_ms).c_str());
+    for (auto& h : a.hosts) { // "NODE:0-3": that node's app host runs ranks 0 to 3
+      auto colon = h.rfind(':');
+      std::printf("  ranks %s on %s\n", h.substr(colon + 1).c_str(),
+                  name_of(names, h.substr(0, colon)).c_str());
+    }
   }
   for (auto& [k, s] : r->metric_history)
     std::printf("metric    %s: last %.6g (%lld points; first %.6g, min %.6g, max %.6g)\n",

@@ -17,7 +17,7 @@ namespace {
 
 struct submit_options {
   std::string name, file, timeout, backoff, mem, gpu_mem, workdir, array, app_name, key;
-  int cpus = 1, gpus = 0, retries = 0, max_requeues = 5, priority = 0;
+  int cpus = 1, gpus = 0, retries = 0, max_requeues = 5, priority = 0, workers = 1;
   uint64_t seed = 0;
   std::vector<std::string> sets, envs, afters, tags;
   bool wait = false;
@@ -43,6 +43,8 @@ expected<job_spec> build_spec(const submit_options& o, const CLI::App& sub,
     spec.name = o.name;
   if (given("--cpus"))
     spec.cpus = o.cpus;
+  if (given("--workers"))
+    spec.workers = o.workers;
   if (given("--gpus"))
     spec.gpus = o.gpus;
   if (given("--retries"))
@@ -232,9 +234,12 @@ verb_def add_submit(CLI::App& app) {
   auto* s = app.add_subcommand("submit", "submit a job: monkey submit [OPTIONS] -- CMD ARGS...");
   s->add_option("--name", o->name, "job name");
   s->add_option("--file", o->file, "YAML or JSON spec file (flags override it)");
-  s->add_option("--app", o->app_name, "an actor app instead of a command (not available yet)");
-  s->add_option("--cpus", o->cpus, "CPUs")->check(CLI::Range(1, 4096));
-  s->add_option("--gpus", o->gpus, "whole GPUs")->check(CLI::Range(0, 64));
+  s->add_option("--app", o->app_name,
+                "an actor app instead of a command (monkey-app-NAME in a node's --app-dir)");
+  s->add_option("--workers", o->workers, "an app job's ranks (cpus, gpus and mem are per worker)")
+    ->check(CLI::Range(1, 4096));
+  s->add_option("--cpus", o->cpus, "CPUs (per worker)")->check(CLI::Range(1, 4096));
+  s->add_option("--gpus", o->gpus, "whole GPUs (per worker)")->check(CLI::Range(0, 64));
   s->add_option("--gpu-mem", o->gpu_mem, "memory per GPU, e.g. 8G");
   s->add_option("--mem", o->mem, "memory, e.g. 512M");
   s->add_option("--tag", o->tags, "required node tag (repeatable)");
@@ -250,7 +255,9 @@ verb_def add_submit(CLI::App& app) {
   s->add_option("--workdir", o->workdir, "working directory");
   s->add_option("--env", o->envs, "NAME=VALUE (repeatable)");
   s->add_option("--seed", o->seed, "random seed (MONKEY_SEED)");
-  s->add_option("--set", o->sets, "parameter NAME=VALUE (repeatable)");
+  s->add_option("--set", o->sets,
+                "parameter NAME=VALUE (repeatable); an app checks them against its schema "
+                "(monkey-app-NAME --describe)");
   s->add_option("--after", o->afters,
                 "ok:ID or any:ID, ID a unique suffix of 6 or more (repeatable)");
   s->add_option("--array", o->array, "array of jobs, e.g. 0-99, 1,3,5 or 0-99:10");

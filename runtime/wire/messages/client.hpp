@@ -50,6 +50,9 @@ enum class verb : uint16_t {
   remove = 27,         ///< `monkey rm`: delete final jobs, their logs and metrics, everywhere
   peer_forget = 28,    ///< delete these jobs here and keep a tombstone (from rm, or a holder)
   peer_metric_pull = 29, ///< the metric points of these jobs (a new holder catches up)
+  // from an app host (role app) to the node that started it (docs/writing-apps.md)
+  app_report = 30, ///< metric points of the host's ranks
+  app_ready = 31,  ///< the host's ranks are running (its actors, for `tree` and `show`)
 };
 
 const char* to_string(verb v);
@@ -99,6 +102,29 @@ struct metrics_request {
   std::string from;
   std::vector<metric_point> points;
   MSGPACK_DEFINE_MAP(from, points);
+};
+
+/// app_report: metric points of an app host's ranks (job and attempt are the session's).
+/// The gateway sets `attempt` from the session: a host cannot speak for another attempt.
+struct app_report_request {
+  std::vector<metric_point> points;
+  std::string attempt;
+  MSGPACK_DEFINE_MAP(points, attempt);
+};
+
+/// app_report's answer: what the node asks of the host (`monkey kill .../rank-R`).
+struct app_report_reply {
+  std::vector<int32_t> kill_ranks;
+  MSGPACK_DEFINE_MAP(kill_ranks);
+};
+
+/// app_ready: an app host's ranks run; `actors` names each rank's actors ("rank 0: pi_rank").
+struct app_ready_request {
+  std::vector<int32_t> ranks;
+  std::vector<std::string> actors;
+  int32_t pid = 0;
+  std::string attempt; ///< set by the gateway from the session
+  MSGPACK_DEFINE_MAP(ranks, actors, pid, attempt);
 };
 
 /// remove: final jobs (full ids) to delete from every member, with their logs and metrics.
@@ -333,7 +359,8 @@ struct logs_request {
   uint64_t offset = 0;
   uint32_t max_bytes = 65536;
   bool local = false;
-  MSGPACK_DEFINE_MAP(id, attempt, stream, offset, max_bytes, local);
+  int32_t rank = -1; ///< an app job's rank: that rank's log (`logs --rank R`)
+  MSGPACK_DEFINE_MAP(id, attempt, stream, offset, max_bytes, local, rank);
 };
 
 struct logs_reply {

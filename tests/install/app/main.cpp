@@ -1,18 +1,47 @@
 // SPDX-License-Identifier: Apache-2.0
-// Prints what the SDK reads from a job's environment (or why it cannot).
-#include <cstdio>
+// A tiny app built against an installed Monkey, as a user's project would be: every rank
+// reports its parameter and says hello to rank 0, which succeeds once it heard from all.
+#include <set>
 
-#include <monkey/sdk/attempt.hpp>
-#include <monkey/sdk/version.hpp>
+#include <monkey/app.hpp>
 
-int main() {
-  monkey::sdk::context_error err;
-  auto ctx = monkey::sdk::current_attempt(&err);
-  if (!ctx) {
-    std::fprintf(stderr, "hello: %s\n", err.what.c_str());
-    return 2;
+namespace {
+
+struct hi {
+  int32_t rank = 0;
+  MSGPACK_DEFINE(rank);
+};
+
+caf::behavior greeter(caf::event_based_actor* self, monkey::app::context ctx) {
+  ctx.report(0, {{"lr", ctx.param_float("lr")}, {"rank", static_cast<double>(ctx.rank())}});
+  ctx.log("hello from rank " + std::to_string(ctx.rank()) + " of job " + ctx.job_id());
+  if (ctx.rank() != 0) {
+    ctx.send(0, hi{ctx.rank()});
+    self->quit();
+    return {};
   }
-  std::printf("monkey %s: job %s attempt %d lr %s\n", MONKEY_VERSION, ctx->job_id.c_str(),
-              ctx->attempt, ctx->param("lr").value_or("-").c_str());
-  return 0;
+  auto heard = std::make_shared<std::set<int32_t>>();
+  auto check = [=] {
+    if (static_cast<int32_t>(heard->size()) + 1 == ctx.world_size())
+      self->quit();
+  };
+  check();
+  return {
+    [=](const monkey::app_message& m) {
+      if (auto h = monkey::app::as<hi>(m))
+        heard->insert(h->rank);
+      check();
+    },
+  };
 }
+
+monkey::app::definition define() {
+  monkey::app::definition app{"greet", "ranks say hello to rank 0"};
+  app.float_param("lr", 0.1, 0.0, 10.0, "a parameter to report");
+  app.entry("greeter", greeter);
+  return app;
+}
+
+} // namespace
+
+MONKEY_APP(define)

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+// The verbs of the app hosts this node started (docs/writing-apps.md): their metric points
+// (stored like a command job's, with the rank), their ready message (their actors, shown by
+// `tree`), and the rank kills that `monkey kill` asks for, told with the next report.
+#include "actors/coordinator/state.hpp"
+
+namespace monkey {
+
+namespace {
+
+/// The running job whose current attempt is `attempt` (an app host's session), or nullptr.
+std::pair<const job_id*, run_info*> attempt_of(coordinator_state& st, const std::string& attempt) {
+  for (auto& [id, run] : st.running)
+    if (run.attempt_id == attempt)
+      return {&id, &run};
+  return {nullptr, nullptr};
+}
+
+} // namespace
+
+void on_app_report(coordinator_actor* self, caf::response_promise rp, app_report_request req) {
+  auto& st = self->state;
+  auto [id, run] = attempt_of(st, req.attempt);
+  if (!id)
+    return rp.deliver(make_error(errc::not_found, "attempt " + req.attempt
+                                                    + " does not run on this node"));
+  auto* rec = st.book.find(*id);
+  if (req.points.size() > 65536)
+    return rp.deliver(make_error(errc::bad_request, "app report: more than 65536 points"));
+  // The session's attempt names the job: a host cannot write another job's points.
+  metric_batch points;
+  points.reserve(req.points.size());
+  for (auto& p : req.points) {
+    if (p.rank < 0 || (rec && p.rank >= rec->spec.workers) || p.key.empty() || p.key.size() > 256)
+      continue;
+    p.job = *id;
+    p.attempt = run->attempt;
+    points.push_back(std::move(p));
+  }
+  app_report_reply r;
+  r.kill_ranks.swap(run->kill_ranks);
+  if (!points.empty())
+    self->send(self, atoms::metric::value, std::move(points));
+  rp.deliver(reply(r));
+}
+
+void on_app_ready(coordinator_actor* self, caf::response_promise rp, const app_ready_request& req) {
+  auto& st = self->state;
+  auto [id, run] = attempt_of(st, req.attempt);
+  if (!id)
+    return rp.deliver(make_error(errc::not_found, "attempt " + req.attempt
+                                                    + " does not run on this node"));
+  run->app_actors = req.actors;
+  st.log->info("job {} attempt {}: app host {} runs ranks {}", id->short_str(), run->attempt,
+               req.pid, rank_list_text(req.ranks));
+  rp.deliver(reply(true));
+}
+
+caf::result<std::string> kill_rank(coordinator_actor* self, const std::string& name) {
+  auto slash = name.find("/rank-");
+  auto worker = name.substr(0, slash);
+  auto text = name.substr(slash + 6);
+  char* end = nullptr;
+  auto rank = std::strtol(text.c_str(), &end, 10);
+  for (auto& [id, run] : self->state.running) {
+    if ("worker-" + id.short_str() + "-" + std::to_string(run.attempt) != worker)
+      continue;
+    auto* rec = self->state.book.find(id);
+    if (text.empty() || *end != '\0' || rank < 0 || (rec && rank >= rec->spec.workers))
+      return make_error(errc::not_found, "job " + id.short_str() + " has no rank '" + text + "'");
+    if (run.app_actors.empty())
+      return make_error(errc::conflict, worker + " hosts no app actors (yet)");
+    run.kill_ranks.push_back(static_cast<int32_t>(rank));
+    // Plain text, as the supervisors' answers to kill (runtime/supervision/supervisor.cpp).
+    return "killing rank " + std::to_string(rank) + " of job " + id.short_str()
+           + " at its app host's next report (within a second); the app's policy ("
+           + "gang or rank) starts it again";
+  }
+  return make_error(errc::not_found, "no " + worker + " on this node");
+}
+
+} // namespace monkey

@@ -1,0 +1,634 @@
+// SPDX-License-Identifier: Apache-2.0
+// The app host: what `monkey-app-NAME` does when a node starts it for a job. It reads the
+// attempt from its environment, connects back to its node on loopback with the node's
+// network settings and the attempt's own key (role app: the SDK's verbs only), spawns the
+// entry actor of every rank it hosts, restarts failed ranks by the app's policy, sends
+// their metric points to the node, and exits 0 when every rank has finished.
+#include "monkey/app.hpp"
+
+#include <atomic>
+#include <ctime>
+#include <set>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <unistd.h>
+
+#include <caf/io/all.hpp>
+
+#include "monkey/sdk/attempt.hpp"
+#include "monkey/sdk/version.hpp"
+#include "runtime/apps/schema.hpp"
+#include "runtime/errc.hpp"
+#include "runtime/ids.hpp"
+#include "runtime/job.hpp"
+#include "runtime/net/auth.hpp"
+#include "runtime/net/net.hpp"
+#include "runtime/net/net_config.hpp"
+#include "runtime/wire/codec.hpp"
+#include "runtime/wire/envelope.hpp"
+#include "runtime/wire/messages/client.hpp"
+
+namespace monkey::app {
+
+// ---- definition ----------------------------------------------------------------------------
+
+definition::definition(std::string name, std::string description)
+  : name_(std::move(name)), description_(std::move(description)) {}
+
+definition& definition::add(param_decl p) {
+  params_.push_back(std::move(p));
+  return *this;
+}
+
+definition& definition::int_param(std::string name, int64_t def, int64_t min, int64_t max,
+                                  std::string help) {
+  return add({std::move(name), "int", std::to_string(def), std::move(help),
+              static_cast<double>(min), static_cast<double>(max), {}});
+}
+
+definition& definition::float_param(std::string name, double def, double min, double max,
+                                    std::string help) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.15g", def);
+  return add({std::move(name), "float", buf, std::move(help), min, max, {}});
+}
+
+definition& definition::bool_param(std::string name, bool def, std::string help) {
+  return add({std::move(name), "bool", def ? "true" : "false", std::move(help), {}, {}, {}});
+}
+
+definition& definition::string_param(std::string name, std::string def, std::string help) {
+  return add({std::move(name), "string", std::move(def), std::move(help), {}, {}, {}});
+}
+
+definition& definition::choice_param(std::string name, std::string def,
+                                     std::vector<std::string> values, std::string help) {
+  return add({std::move(name), "choice", std::move(def), std::move(help), {}, {},
+              std::move(values)});
+}
+
+definition& definition::entry(std::string actor_name, actor_fn fn) {
+  actors_.insert(actors_.begin(), actor_decl{std::move(actor_name), std::move(fn)});
+  return *this;
+}
+
+definition& definition::actor(std::string actor_name, actor_fn fn) {
+  actors_.push_back(actor_decl{std::move(actor_name), std::move(fn)});
+  return *this;
+}
+
+definition& definition::on_failure(failure_policy p, int max_restarts, std::chrono::seconds window) {
+  policy_ = p;
+  max_restarts_ = max_restarts;
+  window_ = window;
+  return *this;
+}
+
+namespace {
+
+app_schema schema_of(const definition& d) {
+  app_schema s;
+  s.app = d.name();
+  s.description = d.description();
+  s.sdk = MONKEY_VERSION;
+  s.policy = d.policy() == failure_policy::gang ? "gang" : "rank";
+  for (auto& a : d.actors())
+    s.actors.push_back(a.name);
+  for (auto& p : d.params()) {
+    app_param q;
+    q.name = p.name;
+    q.type = p.type;
+    q.default_value = p.def;
+    q.min = p.min;
+    q.max = p.max;
+    q.values = p.values;
+    q.help = p.help;
+    s.params.push_back(std::move(q));
+  }
+  return s;
+}
+
+std::string env_or(const char* name, const std::string& fallback = "") {
+  auto* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+/// "0-3", "0,2,5-7" → ranks; empty on a malformed list.
+std::vector<int32_t> parse_ranks(const std::string& text) {
+  std::vector<int32_t> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    auto comma = text.find(',', i);
+    auto part = text.substr(i, comma == std::string::npos ? std::string::npos : comma - i);
+    auto dash = part.find('-');
+    char* end = nullptr;
+    long a = std::strtol(part.c_str(), &end, 10);
+    long b = a;
+    if (dash != std::string::npos)
+      b = std::strtol(part.c_str() + dash + 1, &end, 10);
+    if (part.empty() || *end != '\0' || a < 0 || b < a || b > 1 << 20)
+      return {};
+    for (long r = a; r <= b; ++r)
+      out.push_back(static_cast<int32_t>(r));
+    if (comma == std::string::npos)
+      break;
+    i = comma + 1;
+  }
+  return out;
+}
+
+/// Hex digits → bytes ("" when malformed).
+std::string from_hex(const std::string& hex) {
+  auto digit = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  std::string out;
+  if (hex.size() % 2 != 0)
+    return out;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int hi = digit(hex[i]), lo = digit(hex[i + 1]);
+    if (hi < 0 || lo < 0)
+      return {};
+    out += static_cast<char>(hi * 16 + lo);
+  }
+  return out;
+}
+
+using start_atom = caf::atom_constant<caf::atom("a_start")>;
+
+std::atomic<int> stop_signal{0};
+
+void on_stop_signal(int sig) {
+  stop_signal = sig;
+}
+
+} // namespace
+
+// ---- the host's shared state ------------------------------------------------------------------
+
+struct host_state {
+  const definition* app = nullptr;
+  caf::actor_system* sys = nullptr;
+  std::string job, attempt_id;
+  monkey::job_id id;
+  int32_t attempt = 0;
+  uint64_t seed = 0;
+  int32_t world = 1;
+  std::map<std::string, std::string> params;
+  std::string log_out; ///< the attempt's stdout log: rank logs sit beside it
+
+  std::mutex mtx; ///< guards what follows: ranks report and log from their own threads
+  std::vector<caf::actor> peers; ///< entry actor per rank (each set before it starts)
+  std::vector<metric_point> points;
+  std::map<int32_t, FILE*> logs;
+  std::map<int32_t, int32_t> restarts;
+
+  ~host_state() {
+    for (auto& [r, f] : logs)
+      if (f)
+        std::fclose(f);
+  }
+
+  FILE* log_of(int32_t rank) {
+    auto& f = logs[rank];
+    if (!f && !log_out.empty())
+      f = std::fopen(rank_log_path(log_out, rank).c_str(), "a");
+    return f;
+  }
+};
+
+// ---- context ------------------------------------------------------------------------------------
+
+context::context(std::shared_ptr<host_state> host, int32_t rank)
+  : host_(std::move(host)), rank_(rank) {}
+
+int32_t context::world_size() const { return host_->world; }
+const std::string& context::job_id() const { return host_->job; }
+int32_t context::attempt() const { return host_->attempt; }
+uint64_t context::seed() const { return host_->seed; }
+
+int32_t context::restarts() const {
+  std::lock_guard<std::mutex> guard{host_->mtx};
+  auto it = host_->restarts.find(rank_);
+  return it == host_->restarts.end() ? 0 : it->second;
+}
+
+const std::map<std::string, std::string>& context::params() const { return host_->params; }
+
+std::string context::param(const std::string& name) const {
+  auto it = host_->params.find(name);
+  return it == host_->params.end() ? std::string{} : it->second;
+}
+
+int64_t context::param_int(const std::string& name) const {
+  return std::strtoll(param(name).c_str(), nullptr, 10);
+}
+
+double context::param_float(const std::string& name) const {
+  return std::strtod(param(name).c_str(), nullptr);
+}
+
+bool context::param_bool(const std::string& name) const {
+  auto v = param(name);
+  return v == "true" || v == "1";
+}
+
+caf::actor context::peer(int32_t r) const {
+  std::lock_guard<std::mutex> guard{host_->mtx}; // a restarted rank's handle is replaced
+  if (r < 0 || r >= static_cast<int32_t>(host_->peers.size()))
+    return nullptr;
+  return host_->peers[static_cast<size_t>(r)];
+}
+
+void context::report(int64_t step, const std::map<std::string, double>& values) const {
+  auto now = now_ms();
+  std::lock_guard<std::mutex> guard{host_->mtx};
+  for (auto& [k, v] : values)
+    host_->points.push_back(metric_point{host_->id, host_->attempt, now, k, v, step, rank_});
+}
+
+void context::log(const std::string& line) const {
+  std::lock_guard<std::mutex> guard{host_->mtx};
+  if (auto* f = host_->log_of(rank_)) {
+    auto now = now_ms();
+    time_t secs = static_cast<time_t>(now / 1000);
+    struct tm tmv {};
+    ::localtime_r(&secs, &tmv);
+    char stamp[32];
+    std::strftime(stamp, sizeof(stamp), "%H:%M:%S", &tmv);
+    std::fprintf(f, "%s.%03d rank %d: %s\n", stamp, static_cast<int>(now % 1000), rank_,
+                 line.c_str());
+    std::fflush(f);
+  }
+}
+
+caf::actor context::spawn(const std::string& actor_name) const {
+  for (auto& a : host_->app->actors())
+    if (a.name == actor_name) {
+      auto fn = a.fn;
+      auto ctx = *this;
+      return host_->sys->spawn([fn, ctx](caf::event_based_actor* self) { return fn(self, ctx); });
+    }
+  return nullptr;
+}
+
+// ---- the host -------------------------------------------------------------------------------------
+
+namespace {
+
+struct host_config : caf::actor_system_config {
+  explicit host_config(const net_settings& s) { apply_network_config(*this, s); }
+};
+
+void usage(const definition& app) {
+  std::fprintf(stderr,
+               "monkey-app-%s: a Monkey app (SDK %s).\n"
+               "  --describe   print its parameters and actors (JSON)\n"
+               "  --help       this text\n"
+               "Run it as a job: monkey submit --app %s --workers N [--set NAME=VALUE ...]\n",
+               app.name().c_str(), MONKEY_VERSION, app.name().c_str());
+}
+
+int fail(const std::string& why) {
+  std::fprintf(stderr, "app host: %s\n", why.c_str());
+  return 2;
+}
+
+/// A rank's actor: waits for the host's start (so that every rank's peer handles are known
+/// before any app code runs), keeping what arrives meanwhile, then becomes the app's actor.
+caf::behavior rank_shell(caf::event_based_actor* self, actor_fn fn, context ctx) {
+  self->set_default_handler(caf::skip);
+  return {
+    [=](start_atom) {
+      self->set_default_handler(caf::print_and_drop);
+      self->become(fn(self, ctx));
+    },
+  };
+}
+
+class host {
+public:
+  host(const definition& app, std::shared_ptr<host_state> st, caf::actor_system& sys,
+       caf::scoped_actor& self, caf::actor gateway, std::vector<int32_t> ranks)
+    : app_(app), st_(std::move(st)), sys_(sys), self_(self), gateway_(std::move(gateway)),
+      ranks_(std::move(ranks)) {}
+
+  /// One request to the node through the authenticated session (the scoped actor).
+  expected<std::string> call(verb v, std::string body, std::chrono::milliseconds timeout) {
+    expected<std::string> out{failure{"no answer"}};
+    self_->request(gateway_, timeout, envelope{static_cast<uint16_t>(v), std::move(body)})
+      .receive([&](std::string& reply) { out = std::move(reply); },
+               [&](caf::error& err) { out = failure{describe(err)}; });
+    return out;
+  }
+
+  status authenticate(const std::string& key) {
+    hello_request h;
+    h.role = "app";
+    h.attempt = st_->attempt_id;
+    auto hello = call(verb::hello, encode(h), std::chrono::seconds(10));
+    if (!hello)
+      return failure{"hello: " + hello.error()};
+    auto hr = decode<hello_reply>(*hello, "hello");
+    if (!hr)
+      return failure{hr.error()};
+    auth_request a;
+    a.client_nonce = make_nonce();
+    a.user = "app-host";
+    a.host = "localhost";
+    a.proof = client_proof(key, hr->nonce, a.client_nonce, a.user);
+    auto ok = call(verb::auth, encode(a), std::chrono::seconds(10));
+    if (!ok)
+      return failure{"auth: " + ok.error()};
+    auto proof = decode<auth_reply>(*ok, "auth");
+    if (!proof || !equal_digest(proof->proof, server_proof(key, hr->nonce, a.client_nonce)))
+      return failure{"the node could not prove it knows the attempt's key"};
+    return {};
+  }
+
+  /// Spawns rank `r`'s entry actor (not started yet).
+  void spawn_rank(int32_t r) {
+    auto& entry = app_.actors().front();
+    auto a = sys_.spawn<caf::lazy_init>(rank_shell, entry.fn, context{st_, r});
+    self_->monitor(a);
+    {
+      std::lock_guard<std::mutex> guard{st_->mtx};
+      st_->peers[static_cast<size_t>(r)] = a;
+    }
+    live_[a.address()] = r;
+  }
+
+  void start_ranks(const std::vector<int32_t>& ranks) {
+    for (auto r : ranks)
+      caf::anon_send(st_->peers[static_cast<size_t>(r)], start_atom::value);
+  }
+
+  /// Sends the ranks' metric points (at least one report each round, empty or not: its
+  /// answer carries what the node asks of the host, e.g. a rank to kill).
+  void flush() {
+    std::vector<metric_point> pts;
+    {
+      std::lock_guard<std::mutex> guard{st_->mtx};
+      pts.swap(st_->points);
+    }
+    size_t i = 0;
+    do {
+      app_report_request req;
+      auto end = std::min(pts.size(), i + 4096);
+      req.points.assign(pts.begin() + static_cast<long>(i), pts.begin() + static_cast<long>(end));
+      i = end;
+      auto r = call(verb::app_report, encode(req), std::chrono::seconds(10));
+      if (!r) {
+        std::fprintf(stderr, "app host: %zu metric points not delivered: %s\n", req.points.size(),
+                     r.error().c_str());
+        continue;
+      }
+      if (auto answer = decode<app_report_reply>(*r, "app report"))
+        for (auto rank : answer->kill_ranks)
+          kill_rank(rank);
+    } while (i < pts.size());
+  }
+
+  /// `monkey kill .../rank-R`: the rank's actor is killed as a failure would (the policy
+  /// restarts it).
+  void kill_rank(int32_t r) {
+    for (auto& [addr, rr] : live_)
+      if (rr == r) {
+        std::fprintf(stderr, "app host: rank %d killed on request (monkey kill)\n", r);
+        caf::anon_send_exit(st_->peers[static_cast<size_t>(r)], caf::exit_reason::kill);
+        return;
+      }
+  }
+
+  void announce() {
+    app_ready_request req;
+    req.ranks = ranks_;
+    req.pid = static_cast<int32_t>(::getpid());
+    for (auto r : ranks_)
+      req.actors.push_back("rank " + std::to_string(r) + ": " + app_.actors().front().name);
+    if (auto ok = call(verb::app_ready, encode(req), std::chrono::seconds(10)); !ok)
+      std::fprintf(stderr, "app host: the node did not take the ready message: %s\n",
+                   ok.error().c_str());
+  }
+
+  /// Whether the policy allows another restart now (R within T).
+  bool may_restart() {
+    auto now = std::chrono::steady_clock::now();
+    while (!restart_times_.empty() && now - restart_times_.front() > app_.restart_window())
+      restart_times_.erase(restart_times_.begin());
+    if (static_cast<int>(restart_times_.size()) >= app_.max_restarts())
+      return false;
+    restart_times_.push_back(now);
+    return true;
+  }
+
+  void stop_all() {
+    for (auto& [addr, r] : live_)
+      caf::anon_send_exit(st_->peers[static_cast<size_t>(r)], caf::exit_reason::user_shutdown);
+  }
+
+  /// Waits for the ranks to finish; the process's exit code.
+  int run() {
+    spawn_and_start(ranks_);
+    announce();
+    bool gateway_down = false;
+    self_->monitor(gateway_);
+    int exit_code = -1;
+    std::set<caf::actor_addr> stopping; ///< ranks stopped for a gang restart
+    std::vector<int32_t> to_restart;
+    while (exit_code < 0) {
+      self_->receive(
+        [&](caf::down_msg& dm) {
+          if (dm.source == gateway_.address()) {
+            gateway_down = true;
+            return;
+          }
+          auto it = live_.find(dm.source);
+          if (it == live_.end())
+            return;
+          auto r = it->second;
+          live_.erase(it);
+          if (stopping.erase(dm.source)) {
+            if (stopping.empty()) {
+              spawn_and_start(to_restart);
+              to_restart.clear();
+            }
+            return;
+          }
+          if (!dm.reason || dm.reason == caf::exit_reason::normal) {
+            done_.insert(r);
+            return;
+          }
+          auto why = sys_.render(dm.reason);
+          std::fprintf(stderr, "app host: rank %d failed: %s\n", r, why.c_str());
+          log_rank(r, "failed: " + why);
+          if (!may_restart()) {
+            std::fprintf(stderr,
+                         "app host: rank %d failed %d times within %lld s (its restart limit); "
+                         "the attempt fails\n",
+                         r, app_.max_restarts() + 1,
+                         static_cast<long long>(app_.restart_window().count()));
+            exit_code = 1;
+            return;
+          }
+          if (app_.policy() == failure_policy::rank) {
+            note_restart(r);
+            spawn_and_start({r});
+            return;
+          }
+          // gang: every rank of this host starts again (the others' hosts restart with the
+          // attempt when they span several nodes).
+          to_restart = ranks_;
+          for (auto& rr : to_restart)
+            note_restart(rr);
+          done_.clear();
+          if (live_.empty()) {
+            spawn_and_start(to_restart);
+            to_restart.clear();
+            return;
+          }
+          for (auto& [addr, rr] : live_)
+            stopping.insert(addr);
+          stop_all();
+        },
+        caf::after(std::chrono::milliseconds(200)) >> [&] {});
+      flush();
+      if (gateway_down) {
+        std::fprintf(stderr, "app host: lost the connection to its node; stopping\n");
+        exit_code = 3;
+      } else if (stop_signal != 0) {
+        exit_code = 128 + stop_signal;
+      } else if (live_.empty() && stopping.empty() && to_restart.empty()
+                 && done_.size() == ranks_.size()) {
+        exit_code = 0;
+      }
+    }
+    stop_all();
+    flush();
+    return exit_code;
+  }
+
+private:
+  void spawn_and_start(const std::vector<int32_t>& ranks) {
+    for (auto r : ranks)
+      spawn_rank(r);
+    start_ranks(ranks);
+  }
+
+  void note_restart(int32_t r) {
+    std::lock_guard<std::mutex> guard{st_->mtx};
+    st_->restarts[r] += 1;
+  }
+
+  void log_rank(int32_t r, const std::string& line) { context{st_, r}.log(line); }
+
+  const definition& app_;
+  std::shared_ptr<host_state> st_;
+  caf::actor_system& sys_;
+  caf::scoped_actor& self_;
+  caf::actor gateway_;
+  std::vector<int32_t> ranks_;
+  std::map<caf::actor_addr, int32_t> live_;
+  std::set<int32_t> done_;
+  std::vector<std::chrono::steady_clock::time_point> restart_times_;
+};
+
+int host_main(const definition& app) {
+  if (app.actors().empty())
+    return fail("the app defines no entry actor (definition::entry)");
+  sdk::context_error err;
+  auto at = sdk::current_attempt(&err);
+  if (!at)
+    return fail(err.what + "; this program is started by a Monkey node: submit it with "
+                           "`monkey submit --app " + app.name() + "`");
+  auto st = std::make_shared<host_state>();
+  st->app = &app;
+  st->job = at->job_id;
+  if (auto id = monkey::job_id::parse(at->job_id))
+    st->id = *id;
+  else
+    return fail("MONKEY_JOB_ID '" + at->job_id + "' is not a job id");
+  st->attempt = at->attempt;
+  st->attempt_id = at->attempt_id;
+  st->seed = at->seed;
+  st->world = static_cast<int32_t>(std::strtol(env_or("MONKEY_WORLD_SIZE", "1").c_str(), nullptr, 10));
+  st->log_out = env_or("MONKEY_RANK_LOGS");
+  auto ranks = parse_ranks(env_or("MONKEY_APP_RANKS", "0"));
+  if (ranks.empty() || st->world < 1 || ranks.back() >= st->world)
+    return fail("MONKEY_APP_RANKS '" + env_or("MONKEY_APP_RANKS") + "' does not name ranks below "
+                "MONKEY_WORLD_SIZE " + std::to_string(st->world));
+  auto schema = schema_of(app);
+  std::map<std::string, std::string> given;
+  for (auto& p : schema.params)
+    if (auto v = at->param(p.name))
+      given[p.name] = *v;
+  if (auto bad = check_params(schema, given); !bad)
+    return fail(bad.error());
+  st->params = with_defaults(schema, given);
+  st->peers.resize(static_cast<size_t>(st->world));
+
+  net_settings ns;
+  ns.heartbeat = std::chrono::milliseconds(std::strtol(env_or("MONKEY_HEARTBEAT_MS", "250").c_str(), nullptr, 10));
+  ns.connection_timeout = std::chrono::milliseconds(
+    std::strtol(env_or("MONKEY_CONNECTION_TIMEOUT_MS", "2000").c_str(), nullptr, 10));
+  ns.tls.cert = env_or("MONKEY_TLS_CERT");
+  ns.tls.key = env_or("MONKEY_TLS_KEY");
+  ns.tls.ca = env_or("MONKEY_TLS_CA");
+  host_config cfg{ns};
+  caf::actor_system sys{cfg};
+  st->sys = &sys;
+  int code = 0;
+  {
+    caf::scoped_actor self{sys};
+    std::string host_name;
+    uint16_t port = 0;
+    auto addr = env_or("MONKEY_NODE_ADDRESS");
+    if (auto bad = split_address(addr, host_name, port); !bad)
+      return fail("MONKEY_NODE_ADDRESS: " + bad.error());
+    auto gw = connect_actor(sys, host_name, port, std::chrono::seconds(10));
+    if (!gw)
+      return fail("cannot reach its node at " + addr + ": " + describe_connect_error(sys, gw.error(), addr));
+    host h{app, st, sys, self, *gw, ranks};
+    auto key = from_hex(env_or("MONKEY_APP_KEY"));
+    if (key.empty())
+      return fail("MONKEY_APP_KEY is missing or not hex: the node gives it to the app host");
+    if (auto bad = h.authenticate(key); !bad)
+      return fail("the node refused the app host: " + bad.error());
+    std::signal(SIGTERM, on_stop_signal);
+    std::signal(SIGINT, on_stop_signal);
+    code = h.run();
+  }
+  // Leave CAF's teardown out of the exit: the ranks are stopped and the metrics flushed.
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
+
+} // namespace
+
+int run(const definition& app, int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "--describe") {
+    std::cout << to_json(schema_of(app)) << "\n";
+    return 0;
+  }
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    usage(app);
+    return 0;
+  }
+  if (!args.empty() && args[0] != "--host") {
+    std::fprintf(stderr, "monkey-app-%s: unknown argument '%s'\n", app.name().c_str(),
+                 args[0].c_str());
+    usage(app);
+    return 2;
+  }
+  if (args.empty() && !std::getenv("MONKEY_JOB_ID")) {
+    usage(app);
+    return 2;
+  }
+  return host_main(app);
+}
+
+} // namespace monkey::app

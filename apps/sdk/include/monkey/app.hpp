@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The Monkey app SDK: the one header an app includes (docs/writing-apps.md).
+//
+// An app is an executable (`monkey_add_app(NAME hello SOURCES hello.cpp)` builds
+// `monkey-app-hello`) that describes itself and runs as the app host of a job:
+//
+//   caf::behavior my_rank(caf::event_based_actor* self, monkey::app::context ctx) {
+//     ctx.report(0, {{"ready", 1}});
+//     return { [=](const monkey::app_message& m) { ... } };
+//   }
+//   monkey::app::definition define() {
+//     monkey::app::definition app{"hello", "what it does"};
+//     app.int_param("steps", 10, 1, 1000, "how many steps");
+//     app.entry("my_rank", my_rank);
+//     return app;
+//   }
+//   MONKEY_APP(define)
+//
+// `monkey-app-hello --describe` prints the app's parameters; the node runs it as one app
+// host per node taking part in a job, which connects back to its node (loopback, the
+// attempt's own key) and spawns the entry actor once per rank it hosts. App code never runs
+// inside monkey-runtime: a crash here ends this process only.
+//
+// What a rank gets (context): its rank and the world size, the job's parameters and seed,
+// the other ranks' entry actors (peer), typed app messages (send / as), metrics (report),
+// its own log (log), and the policy that restarts it when it fails.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <msgpack.hpp>
+
+#include "monkey/sdk/message.hpp"
+
+namespace monkey::app {
+
+class context;
+
+/// A rank's actor: a function-based CAF actor that gets its context.
+using actor_fn = std::function<caf::behavior(caf::event_based_actor*, context)>;
+
+/// What the host does when a rank's actor fails (exits with an error).
+enum class failure_policy {
+  gang, ///< stop every rank and start them all again (data-parallel apps): the default
+  rank, ///< start that rank again; the others go on
+};
+
+/// An app: its name, parameters, actor types and entry actor.
+class definition {
+public:
+  explicit definition(std::string name, std::string description = "");
+
+  /// Parameters, as `--set NAME=VALUE` gives them; checked at submit against these.
+  definition& int_param(std::string name, int64_t def, int64_t min, int64_t max,
+                        std::string help = "");
+  definition& float_param(std::string name, double def, double min, double max,
+                          std::string help = "");
+  definition& bool_param(std::string name, bool def, std::string help = "");
+  definition& string_param(std::string name, std::string def, std::string help = "");
+  definition& choice_param(std::string name, std::string def, std::vector<std::string> values,
+                           std::string help = "");
+
+  /// The actor every rank runs (the app's entry point); spawned once per rank.
+  definition& entry(std::string actor_name, actor_fn fn);
+  /// Another actor type of the app (listed by --describe; spawned with context::spawn).
+  definition& actor(std::string actor_name, actor_fn fn);
+
+  /// What happens when a rank's actor fails, and how often (at most `max_restarts` within
+  /// `window`; beyond that the attempt fails and the job's --retries take over).
+  definition& on_failure(failure_policy p, int max_restarts = 3,
+                         std::chrono::seconds window = std::chrono::seconds(60));
+
+  struct param_decl {
+    std::string name, type, def, help;
+    std::optional<double> min, max;
+    std::vector<std::string> values;
+  };
+  struct actor_decl {
+    std::string name;
+    actor_fn fn;
+  };
+  const std::string& name() const { return name_; }
+  const std::string& description() const { return description_; }
+  const std::vector<param_decl>& params() const { return params_; }
+  const std::vector<actor_decl>& actors() const { return actors_; } ///< the entry first
+  failure_policy policy() const { return policy_; }
+  int max_restarts() const { return max_restarts_; }
+  std::chrono::seconds restart_window() const { return window_; }
+
+private:
+  definition& add(param_decl p);
+  std::string name_, description_;
+  std::vector<param_decl> params_;
+  std::vector<actor_decl> actors_;
+  failure_policy policy_ = failure_policy::gang;
+  int max_restarts_ = 3;
+  std::chrono::seconds window_{60};
+};
+
+/// The name an app message type travels under: T::monkey_type when the type declares one
+/// (`static constexpr const char* monkey_type = "pi.sum";`), else the compiler's name of
+/// the type (every rank of a job runs the same build, so the names agree).
+template <class T, class = void>
+struct message_name {
+  static const char* get() { return typeid(T).name(); }
+};
+template <class T>
+struct message_name<T, std::void_t<decltype(T::monkey_type)>> {
+  static const char* get() { return T::monkey_type; }
+};
+template <class T>
+const char* type_name() {
+  return message_name<T>::get();
+}
+
+/// Packs an app message (any type with MSGPACK_DEFINE / MSGPACK_DEFINE_MAP).
+template <class T>
+app_message pack(int32_t from, const T& value) {
+  msgpack::sbuffer buf;
+  msgpack::pack(buf, value);
+  return app_message{from, type_name<T>(), std::string(buf.data(), buf.size())};
+}
+
+/// The message as a T, or nothing when it is another type (or does not decode).
+template <class T>
+std::optional<T> as(const app_message& m) {
+  if (m.type != type_name<T>())
+    return std::nullopt;
+  try {
+    auto oh = msgpack::unpack(m.body.data(), m.body.size());
+    return oh.get().as<T>();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+struct host_state; // the app host's shared state (host.cpp)
+
+/// What a rank's actor knows and can do. Cheap to copy; valid while the host runs.
+class context {
+public:
+  context(std::shared_ptr<host_state> host, int32_t rank);
+
+  int32_t rank() const { return rank_; }
+  int32_t world_size() const;
+  const std::string& job_id() const;
+  int32_t attempt() const;    ///< 1 for the first run of the job, 2 for its first retry, ...
+  uint64_t seed() const;      ///< the job's seed (the same for every attempt and rank)
+  int32_t restarts() const;   ///< how often this rank was started again in this attempt
+
+  /// The job's parameters, defaults filled in (the schema checked them at submit).
+  const std::map<std::string, std::string>& params() const;
+  std::string param(const std::string& name) const;
+  int64_t param_int(const std::string& name) const;
+  double param_float(const std::string& name) const;
+  bool param_bool(const std::string& name) const;
+
+  /// The entry actor of rank `r` (nullptr for a rank out of range).
+  caf::actor peer(int32_t r) const;
+  /// Sends `value` to rank `r`'s entry actor as an app message from this rank.
+  template <class T>
+  void send(int32_t r, const T& value) const {
+    caf::anon_send(peer(r), pack(rank_, value));
+  }
+  /// Sends `value` to every other rank.
+  template <class T>
+  void broadcast(const T& value) const {
+    auto msg = pack(rank_, value);
+    for (int32_t r = 0; r < world_size(); ++r)
+      if (r != rank_)
+        caf::anon_send(peer(r), msg);
+  }
+
+  /// Metric points at `step` (stored with the job like a command job's MONKEY_METRIC
+  /// lines, with this rank): `ctx.report(10, {{"loss", 0.3}})`.
+  void report(int64_t step, const std::map<std::string, double>& values) const;
+
+  /// A line in this rank's log (`monkey logs JOB --rank R`).
+  void log(const std::string& line) const;
+
+  /// Spawns another actor type of the app (definition::actor) with this rank's context.
+  caf::actor spawn(const std::string& actor_name) const;
+
+private:
+  std::shared_ptr<host_state> host_;
+  int32_t rank_ = 0;
+};
+
+/// Runs the app: `--describe` prints its description (JSON), `--help` its usage; started
+/// by a node (MONKEY_* environment) it hosts the job's ranks. The exit code is the host's.
+int run(const definition& app, int argc, char** argv);
+
+} // namespace monkey::app
+
+/// The app's `main`: `MONKEY_APP(define)` where `define()` returns the definition.
+#define MONKEY_APP(define_fn)                                                                 \
+  int main(int argc, char** argv) {                                                            \
+    return ::monkey::app::run(define_fn(), argc, argv);                                        \
+  }

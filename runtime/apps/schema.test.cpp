@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/apps/schema.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace monkey;
+
+namespace {
+
+app_schema sample() {
+  app_schema s;
+  s.app = "hello";
+  app_param steps{"steps", "int", "20", 1.0, 1000.0, {}, "steps"};
+  app_param lr{"lr", "float", "0.1", 0.0, 1.0, {}, "learning rate"};
+  app_param mode{"mode", "choice", "a", std::nullopt, std::nullopt, {"a", "b"}, ""};
+  app_param fast{"fast", "bool", "false", std::nullopt, std::nullopt, {}, ""};
+  s.params = {steps, lr, mode, fast};
+  s.actors = {"pi_rank"};
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("an app schema survives its JSON form", "[runtime][apps]") {
+  auto s = sample();
+  auto back = parse_app_schema(to_json(s));
+  REQUIRE(back);
+  CHECK(back->app == "hello");
+  REQUIRE(back->params.size() == 4);
+  CHECK(back->params[0].name == "steps");
+  CHECK(back->params[0].max == 1000.0);
+  CHECK(back->params[2].values == std::vector<std::string>{"a", "b"});
+  CHECK(back->actors == std::vector<std::string>{"pi_rank"});
+  CHECK(back->policy == "gang");
+}
+
+TEST_CASE("a malformed app description is refused with what is wrong", "[runtime][apps]") {
+  CHECK_THAT(parse_app_schema("not json").error(), Catch::Contains("not a JSON object"));
+  CHECK_THAT(parse_app_schema(R"({"description":"x"})").error(), Catch::Contains("malformed"));
+  CHECK_THAT(parse_app_schema(R"({"app":"x","params":[{"name":"a","type":"matrix"}]})").error(),
+             Catch::Contains("unknown type 'matrix'"));
+  CHECK_THAT(parse_app_schema(R"({"app":"x","policy":"sometimes"})").error(),
+             Catch::Contains("policy"));
+}
+
+TEST_CASE("a submit's --set values are checked against the schema, naming the field", "[runtime][apps]") {
+  auto s = sample();
+  CHECK(check_params(s, {{"steps", "5"}, {"lr", "0.5"}, {"mode", "b"}, {"fast", "true"}}));
+  auto bad = [&](std::map<std::string, std::string> p) { return check_params(s, p).error(); };
+  CHECK_THAT(bad({{"steps", "abc"}}), Catch::Contains("--set steps=abc") && Catch::Contains("integer"));
+  CHECK_THAT(bad({{"steps", "5000"}}), Catch::Contains("above its maximum 1000"));
+  CHECK_THAT(bad({{"steps", "0"}}), Catch::Contains("below its minimum 1"));
+  CHECK_THAT(bad({{"steps", "2.5"}}), Catch::Contains("integer"));
+  CHECK_THAT(bad({{"lr", "fast"}}), Catch::Contains("a number is expected"));
+  CHECK_THAT(bad({{"mode", "c"}}), Catch::Contains("one of a, b"));
+  CHECK_THAT(bad({{"fast", "yes"}}), Catch::Contains("true or false"));
+  CHECK_THAT(bad({{"batch", "1"}}), Catch::Contains("no parameter 'batch'")
+                                      && Catch::Contains("steps, lr, mode, fast"));
+  // workers is a field of the job, never a parameter
+  CHECK_THAT(bad({{"workers", "2"}}), Catch::Contains("use --workers 2"));
+}
+
+TEST_CASE("defaults fill the parameters a submit left out", "[runtime][apps]") {
+  auto p = with_defaults(sample(), {{"steps", "7"}});
+  CHECK(p.at("steps") == "7");
+  CHECK(p.at("lr") == "0.1");
+  CHECK(p.at("mode") == "a");
+}
+
+TEST_CASE("an app is found on the alive members, this node's build first", "[runtime][apps]") {
+  auto node = [](std::string id, std::vector<app_entry> apps,
+                 member_state state = member_state::alive) {
+    member m;
+    m.node = std::move(id);
+    m.state = state;
+    m.apps = std::move(apps);
+    return m;
+  };
+  std::vector<member> ms{node("a", {{"hello", "b1", "{}"}}), node("b", {{"hello", "b2", "{}"}}),
+                         node("c", {{"hello", "b2", "{}"}}),
+                         node("d", {{"fmnist", "f1", "{}"}}, member_state::dead)};
+  CHECK(find_app(ms, "hello", "a")->build == "b1"); // this node has it
+  CHECK(find_app(ms, "hello", "x")->build == "b2"); // else the most common build
+  CHECK(find_app(ms, "fmnist", "a") == nullptr);    // only a dead node has it
+  CHECK(known_apps(ms) == "hello");
+  CHECK(known_apps({}) == "none");
+  CHECK(app_tag("hello", "b1") == "app:hello@b1");
+}

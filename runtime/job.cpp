@@ -62,9 +62,6 @@ status validate(const job_spec& s) {
     return failure{"command: the executable is an empty string"};
   if (s.workers < 1 || s.workers > 4096)
     return failure{"workers: must be between 1 and 4096, got " + std::to_string(s.workers)};
-  if (s.workers > 1 && s.app.empty())
-    return failure{"workers: more than one worker runs an app (--app NAME); gang command jobs "
-                   "are not built yet"};
   if (s.cpus < 1 || s.cpus > 4096)
     return failure{"cpus: must be between 1 and 4096, got " + std::to_string(s.cpus)};
   if (s.gpus < 0 || s.gpus > 64)

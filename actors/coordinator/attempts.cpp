@@ -6,6 +6,7 @@
 #include <csignal>
 #include <ctime>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "actors/coordinator/launch_env.hpp"
 #include "actors/fan_out.hpp"
@@ -194,6 +195,16 @@ std::string never_reason(coordinator_state& st, const job_record& rec) {
   return "a dependency can never be met";
 }
 
+/// This process's executable (the gang runner is a mode of it).
+const std::string& runtime_executable() {
+  static const std::string exe = [] {
+    char buf[4096];
+    auto n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("monkey-runtime");
+  }();
+  return exe;
+}
+
 void start_attempt(coordinator_actor* self, const job_id& id) {
   auto& st = self->state;
   auto* rec = st.book.owned(id);
@@ -222,11 +233,16 @@ void start_attempt(coordinator_actor* self, const job_id& id) {
   auto args = worker_args_for(st, *rec, at);
   args.request = launch_for(*rec, at, std::vector<int32_t>(gpus.begin(), gpus.end()), st.cfg.node,
                             st.cfg.cgroup_base);
+  std::vector<int32_t> ranks; // every rank on this node (for now)
+  for (int32_t r = 0; r < rec->spec.workers; ++r)
+    ranks.push_back(r);
+  if (rec->spec.app.empty() && rec->spec.workers > 1) {
+    // N copies of the command with torchrun's environment (runtime/process/gang.hpp).
+    at.hosts = {st.cfg.node.str() + ":" + rank_list_text(ranks)};
+    add_gang_runner(args.request, *rec, at, runtime_executable(), st.cfg.kill_grace.count());
+  }
   if (!rec->spec.app.empty()) {
     // Every rank on this node, in one app host (docs/writing-apps.md).
-    std::vector<int32_t> ranks;
-    for (int32_t r = 0; r < rec->spec.workers; ++r)
-      ranks.push_back(r);
     at.hosts = {st.cfg.node.str() + ":" + rank_list_text(ranks)};
     app_host_launch h;
     auto path = st.cfg.app_paths.find(rec->spec.app);

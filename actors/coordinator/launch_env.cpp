@@ -77,4 +77,13 @@ void add_app_host(launch_request& req, const job_record& rec, const attempt_reco
   req.env = std::move(env);
 }
 
+void add_gang_runner(launch_request& req, const job_record& rec, const attempt_record& at,
+                     const std::string& runtime_exe, int64_t kill_grace_ms) {
+  std::vector<std::string> argv{runtime_exe, "__gang", std::to_string(rec.spec.workers), "--"};
+  argv.insert(argv.end(), req.argv.begin(), req.argv.end());
+  req.argv = std::move(argv);
+  req.env.push_back("MONKEY_RANK_LOGS=" + at.log_out);
+  req.env.push_back("MONKEY_KILL_GRACE_MS=" + std::to_string(kill_grace_ms));
+}
+
 } // namespace monkey

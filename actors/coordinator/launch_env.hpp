@@ -42,4 +42,9 @@ struct app_host_launch {
 void add_app_host(launch_request& req, const job_record& rec, const attempt_record& at,
                   const app_host_launch& h);
 
+/// Turns `req` into the start of a gang command job's runner (runtime/process/gang.hpp):
+/// argv `RUNTIME __gang N -- ARGV...`, MONKEY_RANK_LOGS and MONKEY_KILL_GRACE_MS added.
+void add_gang_runner(launch_request& req, const job_record& rec, const attempt_record& at,
+                     const std::string& runtime_exe, int64_t kill_grace_ms);
+
 } // namespace monkey

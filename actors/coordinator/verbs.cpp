@@ -197,12 +197,13 @@ void on_logs(coordinator_actor* self, caf::response_promise rp, const logs_reque
   r.attempts = static_cast<int32_t>(rec.attempts.size());
   r.offset = req.offset;
   auto max = std::min<uint32_t>(req.max_bytes == 0 ? 65536 : req.max_bytes, 1 << 20);
-  if (req.rank >= 0 && (rec.spec.app.empty() || req.rank >= rec.spec.workers))
+  bool ranked = !rec.spec.app.empty() || rec.spec.workers > 1;
+  if (req.rank >= 0 && (!ranked || req.rank >= rec.spec.workers))
     return rp.deliver(make_error(errc::bad_request,
                                  "--rank " + std::to_string(req.rank) + ": job " + id->short_str()
-                                   + (rec.spec.app.empty() ? " is not an app job"
-                                                           : " has ranks 0 to "
-                                                               + std::to_string(rec.spec.workers - 1))));
+                                   + (!ranked ? " has no ranks (one process, no --workers)"
+                                              : " has ranks 0 to "
+                                                  + std::to_string(rec.spec.workers - 1))));
   auto path = req.rank >= 0 ? rank_log_path(at.log_out, req.rank)
                             : req.stream == "out" ? at.log_out : at.log_err;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

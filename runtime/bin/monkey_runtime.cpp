@@ -29,6 +29,7 @@
 #include "runtime/logging.hpp"
 #include "monkey/sdk/version.hpp"
 #include "runtime/net/net_config.hpp"
+#include "runtime/process/gang.hpp"
 #include "runtime/process/proc.hpp"
 #include "runtime/spec_parser.hpp"
 
@@ -492,6 +493,9 @@ int watch(caf::actor_system& sys, const caf::actor& root, sigset_t& sigs, bool d
 } // namespace
 
 int main(int argc, char** argv) {
+  // A gang command job's runner (runtime/process/gang.hpp): started by this node's worker.
+  if (argc > 1 && std::string(argv[1]) == "__gang")
+    return run_gang(std::vector<std::string>(argv + 2, argv + argc));
   options opt;
   CLI::App app{"monkey-runtime: one node of a Monkey cluster"};
   add_options(app, opt);

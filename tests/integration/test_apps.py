@@ -4,7 +4,8 @@
 key: a gang of ranks runs and reports metrics per rank; a failing rank is restarted by the
 app's policy, also when `monkey kill` kills it; a segfault fails the job with the signal
 named and leaves the node healthy; cancel stops the host; placement uses only nodes that
-have the app; bad input gets an error naming the field."""
+have the app; bad input gets an error naming the field; a gang command job runs N copies
+of a script with torchrun's variables."""
 import json
 import os
 import subprocess
@@ -49,8 +50,8 @@ def describe_and_bad_input(c):
     check("below its minimum 1" in err, err)
     err = refused("--app", "hello", "--set", "batch=3")
     check("no parameter 'batch'" in err, err)
-    err = refused("--workers", "2", "--", "true")
-    check("workers" in err and "app" in err, err)
+    err = refused("--app", "hello", "--", "true")
+    check("either a command or an app" in err, err)
     check(c.jobs() == [], "nothing was accepted")
 
 
@@ -173,7 +174,33 @@ def placed_where_the_app_is(c):
     c.monkey("cancel", big)
 
 
+def gang_command_job(c):
+    """`--workers 3 -- python3 gang_check.py`: 3 processes with torchrun's variables meet at
+    MASTER_ADDR:MASTER_PORT (a DDP step over gloo when torch is installed), report a metric
+    each, and write a log each; when one rank fails the others are stopped and the job fails
+    with that rank's exit code."""
+    c.start("n1", "--cpus", "3")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gang_check.py")
+    job = c.submit("--workers", "3", "--", "python3", script)
+    s = c.wait_final(job, 120)
+    check(s["state"] == "succeeded", f"the gang succeeded: {s} {c.monkey('logs', job, '--err').stdout}")
+    met = metric_points(c, job, "met")
+    check(sorted(p["rank"] for p in met) == [0, 1, 2] and all(p["value"] == 3 for p in met),
+          f"every rank met the others: {met}")
+    log = c.monkey("logs", job, "--rank", "1").stdout
+    check("rank 1 of 3, master 127.0.0.1:" in log, f"rank 1's log: {log}")
+    check("ranks 0-2 on " in c.monkey("show", job).stdout, "show names the ranks")
+    bad = c.submit("--workers", "3", "--env", "GANG_FAIL_RANK=2", "--env", "GANG_NO_TORCH=1",
+                   "--", "python3", script)
+    s = c.wait_final(bad, 120)
+    check(s["state"] == "failed", f"failed: {s}")
+    cause = json.loads(c.monkey("show", bad, "--json").stdout)["attempts"][-1]["cause"]
+    check(cause == "exit 5", f"the failing rank's exit code: {cause}")
+    err = c.monkey("logs", bad, "--err").stdout
+    check("rank 2 exited 5; stopping the other ranks" in err, f"the runner says why: {err}")
+
+
 if __name__ == "__main__":
     run(describe_and_bad_input, gang_runs_and_reports, failing_rank_restarted,
         kill_rank_from_console, segfault_fails_job_node_healthy, cancel_stops_host,
-        placed_where_the_app_is)
+        placed_where_the_app_is, gang_command_job)

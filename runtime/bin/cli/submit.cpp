@@ -236,7 +236,9 @@ verb_def add_submit(CLI::App& app) {
   s->add_option("--file", o->file, "YAML or JSON spec file (flags override it)");
   s->add_option("--app", o->app_name,
                 "an actor app instead of a command (monkey-app-NAME in a node's --app-dir)");
-  s->add_option("--workers", o->workers, "an app job's ranks (cpus, gpus and mem are per worker)")
+  s->add_option("--workers", o->workers,
+                "ranks: an app's, or N copies of the command with torchrun's RANK, WORLD_SIZE, "
+                "MASTER_ADDR, ... (cpus, gpus and mem are per worker)")
     ->check(CLI::Range(1, 4096));
   s->add_option("--cpus", o->cpus, "CPUs (per worker)")->check(CLI::Range(1, 4096));
   s->add_option("--gpus", o->gpus, "whole GPUs (per worker)")->check(CLI::Range(0, 64));

@@ -47,6 +47,23 @@ std::string to_hex(const std::string& raw) {
   return out;
 }
 
+std::string from_hex(const std::string& hex) {
+  auto digit = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  if (hex.size() % 2 != 0)
+    return {};
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int hi = digit(hex[i]), lo = digit(hex[i + 1]);
+    if (hi < 0 || lo < 0)
+      return {};
+    out += static_cast<char>(hi * 16 + lo);
+  }
+  return out;
+}
+
 void random_bytes(void* out, size_t n) {
   auto* p = static_cast<unsigned char*>(out);
   while (n > 0) {

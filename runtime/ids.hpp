@@ -86,6 +86,9 @@ std::string random_key();
 
 /// Lower-case hex of raw bytes (keys, digests).
 std::string to_hex(const std::string& raw);
+/// The bytes of lower-case hex digits; "" when `hex` is not such (odd length, other
+/// characters).
+std::string from_hex(const std::string& hex);
 
 /// Milliseconds since the Unix epoch.
 int64_t now_ms();

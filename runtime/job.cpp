@@ -53,6 +53,27 @@ std::string rank_list_text(const std::vector<int32_t>& ranks) {
   return out;
 }
 
+std::vector<int32_t> parse_rank_list(const std::string& text) {
+  std::vector<int32_t> out;
+  size_t i = 0;
+  while (i <= text.size()) {
+    auto comma = std::min(text.find(',', i), text.size());
+    auto part = text.substr(i, comma - i);
+    char* end = nullptr;
+    long a = std::strtol(part.c_str(), &end, 10);
+    long b = a;
+    if (*end == '-')
+      b = std::strtol(end + 1, &end, 10);
+    if (part.empty() || !std::isdigit(static_cast<unsigned char>(part[0])) || *end != '\0'
+        || b < a || b >= 1 << 20)
+      return {};
+    for (long r = a; r <= b; ++r)
+      out.push_back(static_cast<int32_t>(r));
+    i = comma + 1;
+  }
+  return out;
+}
+
 status validate(const job_spec& s) {
   if (s.command.empty() && s.app.empty())
     return failure{"command: missing (give a command after `--`, or an app)"};

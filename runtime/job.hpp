@@ -167,6 +167,8 @@ std::string rank_log_path(const std::string& log_out, int32_t rank);
 
 /// "0-3" for {0,1,2,3}, "0,2,5-7" otherwise (an app host's ranks).
 std::string rank_list_text(const std::vector<int32_t>& ranks);
+/// The ranks of such a text, in order; empty when it is malformed.
+std::vector<int32_t> parse_rank_list(const std::string& text);
 
 /// Parses one `MONKEY_METRIC k=v k2=v2` line; returns false when it is not one.
 bool parse_metric_line(std::string_view line, std::vector<std::pair<std::string, double>>& out);

@@ -167,4 +167,11 @@ TEST_CASE("rank logs sit beside the attempt's log; rank lists read as ranges", "
   CHECK(rank_list_text({0, 2, 5, 6, 7}) == "0,2,5-7");
   CHECK(rank_list_text({4}) == "4");
   CHECK(rank_list_text({}).empty());
+  for (auto ranks : {std::vector<int32_t>{0, 1, 2, 3}, {0, 2, 5, 6, 7}, {4}})
+    CHECK(parse_rank_list(rank_list_text(ranks)) == ranks);
+  CHECK(parse_rank_list("").empty());
+  CHECK(parse_rank_list("3-1").empty());
+  CHECK(parse_rank_list("1,,2").empty());
+  CHECK(parse_rank_list("-1").empty());
+  CHECK(parse_rank_list("x").empty());
 }

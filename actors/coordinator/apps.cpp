@@ -50,6 +50,9 @@ void on_app_ready(coordinator_actor* self, caf::response_promise rp, const app_r
   if (!id)
     return rp.deliver(make_error(errc::not_found, "attempt " + req.attempt
                                                     + " does not run on this node"));
+  if (req.actors.size() != req.ranks.size())
+    return rp.deliver(make_error(errc::bad_request, "app ready: one actor type per rank expected"));
+  run->app_ranks = req.ranks;
   run->app_actors = req.actors;
   st.log->info("job {} attempt {}: app host {} runs ranks {}", id->short_str(), run->attempt,
                req.pid, rank_list_text(req.ranks));

@@ -6,7 +6,6 @@
 #include <csignal>
 #include <ctime>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "actors/coordinator/launch_env.hpp"
 #include "actors/fan_out.hpp"
@@ -195,14 +194,17 @@ std::string never_reason(coordinator_state& st, const job_record& rec) {
   return "a dependency can never be met";
 }
 
-/// This process's executable (the gang runner is a mode of it).
-const std::string& runtime_executable() {
-  static const std::string exe = [] {
-    char buf[4096];
-    auto n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("monkey-runtime");
-  }();
-  return exe;
+/// The app host of `at` on this node, hosting `ranks` (docs/writing-apps.md).
+app_host_launch app_host_for(const coordinator_state& st, const job_record& rec,
+                             const attempt_record& at, std::vector<int32_t> ranks) {
+  app_host_launch h;
+  auto path = st.cfg.app_paths.find(rec.spec.app);
+  h.executable = path == st.cfg.app_paths.end() ? std::string{} : path->second;
+  h.node_address = st.cfg.address;
+  h.attempt_key = to_hex(attempt_key(st.cfg.node_key, at.id.str()));
+  h.ranks = std::move(ranks);
+  h.env = st.cfg.app_host_env;
+  return h;
 }
 
 void start_attempt(coordinator_actor* self, const job_id& id) {
@@ -233,25 +235,18 @@ void start_attempt(coordinator_actor* self, const job_id& id) {
   auto args = worker_args_for(st, *rec, at);
   args.request = launch_for(*rec, at, std::vector<int32_t>(gpus.begin(), gpus.end()), st.cfg.node,
                             st.cfg.cgroup_base);
-  std::vector<int32_t> ranks; // every rank on this node (for now)
-  for (int32_t r = 0; r < rec->spec.workers; ++r)
-    ranks.push_back(r);
-  if (rec->spec.app.empty() && rec->spec.workers > 1) {
-    // N copies of the command with torchrun's environment (runtime/process/gang.hpp).
+  if (!rec->spec.app.empty() || rec->spec.workers > 1) {
+    std::vector<int32_t> ranks; // every rank on this node (for now)
+    for (int32_t r = 0; r < rec->spec.workers; ++r)
+      ranks.push_back(r);
     at.hosts = {st.cfg.node.str() + ":" + rank_list_text(ranks)};
-    add_gang_runner(args.request, *rec, at, runtime_executable(), st.cfg.kill_grace.count());
-  }
-  if (!rec->spec.app.empty()) {
-    // Every rank on this node, in one app host (docs/writing-apps.md).
-    at.hosts = {st.cfg.node.str() + ":" + rank_list_text(ranks)};
-    app_host_launch h;
-    auto path = st.cfg.app_paths.find(rec->spec.app);
-    h.executable = path == st.cfg.app_paths.end() ? std::string{} : path->second;
-    h.node_address = st.cfg.address;
-    h.attempt_key = to_hex(attempt_key(st.cfg.node_key, at.id.str()));
-    h.ranks = ranks;
-    h.env = st.cfg.app_host_env;
-    add_app_host(args.request, *rec, at, h);
+    if (rec->spec.app.empty()) {
+      // N copies of the command with torchrun's environment (runtime/process/gang.hpp).
+      static const std::string runtime_exe = self_executable();
+      add_gang_runner(args.request, *rec, at, runtime_exe, st.cfg.kill_grace.count());
+    } else {
+      add_app_host(args.request, *rec, at, app_host_for(st, *rec, at, ranks));
+    }
   }
   // The child starts now; its record is journaled in the same grouped commit as its pid
   // soon after. A crash before that commit kills the child (PR_SET_PDEATHSIG) and, with

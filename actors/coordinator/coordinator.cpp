@@ -186,11 +186,10 @@ tree_node tree_of(coordinator_actor* self) {
     w.id = run.worker ? run.worker.id() : 0;
     w.restarts = run.restarts;
     w.state = run.worker ? "running" : "starting";
-    for (auto& a : run.app_actors) { // "rank 0: pi_rank", in the job's app host
+    for (size_t i = 0; i < run.app_ranks.size(); ++i) { // the ranks in the job's app host
       tree_node r;
-      auto colon = a.find(':');
-      r.name = "rank-" + a.substr(5, colon - 5);
-      r.kind = "app:" + (colon == std::string::npos ? a : a.substr(colon + 2));
+      r.name = "rank-" + std::to_string(run.app_ranks[i]);
+      r.kind = "app:" + run.app_actors[i];
       r.state = "running";
       w.children.push_back(std::move(r));
     }

@@ -64,7 +64,8 @@ struct run_info {
   int64_t end_ms = no_end;
   std::string stop_pending; ///< a stop asked for before the worker existed
   std::string attempt_id;   ///< the attempt's id text (an app host's session names it)
-  std::vector<std::string> app_actors; ///< an app host's actors, from its app_ready
+  std::vector<int32_t> app_ranks;      ///< an app host's ranks, from its app_ready
+  std::vector<std::string> app_actors; ///< the actor type of each of app_ranks
   std::vector<int32_t> kill_ranks;     ///< ranks to kill, told with the host's next report
 };
 

@@ -131,21 +131,15 @@ namespace {
 /// The build is chosen here (this node's, else the most common) and kept in the spec, so
 /// that only nodes with that build run it.
 status check_app(const coordinator_state& st, job_spec& spec) {
-  auto* app = find_app(st.view.members(), spec.app,
-                       spec.app_build.empty() ? st.self_node() : std::string{});
-  if (!spec.app_build.empty()) { // a forwarded submit, or a retry: keep its build
-    app = nullptr;
-    for (auto& m : st.view.members())
-      for (auto& a : m.apps)
-        if (m.state == member_state::alive && a.name == spec.app && a.build == spec.app_build)
-          app = &a;
-    if (!app)
-      return failure{"app: no alive node has build " + spec.app_build + " of app '" + spec.app
-                     + "'"};
-  }
+  auto& members = st.view.members();
+  if (!spec.app_build.empty() && !find_build(members, spec.app, spec.app_build))
+    return failure{"app: no alive node has build " + spec.app_build + " of app '" + spec.app
+                   + "'"};
+  auto* app = spec.app_build.empty() ? find_app(members, spec.app, st.self_node())
+                                     : find_build(members, spec.app, spec.app_build);
   if (!app)
     return failure{"app: no node of the cluster has an app '" + spec.app + "' (known apps: "
-                   + known_apps(st.view.members())
+                   + known_apps(members)
                    + "); a node offers the monkey-app-* executables in its --app-dir"};
   auto schema = parse_app_schema(app->schema);
   if (!schema)

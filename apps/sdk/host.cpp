@@ -116,46 +116,8 @@ std::string env_or(const char* name, const std::string& fallback = "") {
   return v && *v ? std::string(v) : fallback;
 }
 
-/// "0-3", "0,2,5-7" → ranks; empty on a malformed list.
-std::vector<int32_t> parse_ranks(const std::string& text) {
-  std::vector<int32_t> out;
-  size_t i = 0;
-  while (i < text.size()) {
-    auto comma = text.find(',', i);
-    auto part = text.substr(i, comma == std::string::npos ? std::string::npos : comma - i);
-    auto dash = part.find('-');
-    char* end = nullptr;
-    long a = std::strtol(part.c_str(), &end, 10);
-    long b = a;
-    if (dash != std::string::npos)
-      b = std::strtol(part.c_str() + dash + 1, &end, 10);
-    if (part.empty() || *end != '\0' || a < 0 || b < a || b > 1 << 20)
-      return {};
-    for (long r = a; r <= b; ++r)
-      out.push_back(static_cast<int32_t>(r));
-    if (comma == std::string::npos)
-      break;
-    i = comma + 1;
-  }
-  return out;
-}
-
-/// Hex digits → bytes ("" when malformed).
-std::string from_hex(const std::string& hex) {
-  auto digit = [](char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-  };
-  std::string out;
-  if (hex.size() % 2 != 0)
-    return out;
-  for (size_t i = 0; i < hex.size(); i += 2) {
-    int hi = digit(hex[i]), lo = digit(hex[i + 1]);
-    if (hi < 0 || lo < 0)
-      return {};
-    out += static_cast<char>(hi * 16 + lo);
-  }
-  return out;
-}
+/// How often the host sends its ranks' metric points (and hears what the node asks).
+constexpr std::chrono::milliseconds report_interval{200};
 
 using start_atom = caf::atom_constant<caf::atom("a_start")>;
 
@@ -407,8 +369,7 @@ public:
     app_ready_request req;
     req.ranks = ranks_;
     req.pid = static_cast<int32_t>(::getpid());
-    for (auto r : ranks_)
-      req.actors.push_back("rank " + std::to_string(r) + ": " + app_.actors().front().name);
+    req.actors.assign(ranks_.size(), app_.actors().front().name);
     if (auto ok = call(verb::app_ready, encode(req), std::chrono::seconds(10)); !ok)
       std::fprintf(stderr, "app host: the node did not take the ready message: %s\n",
                    ok.error().c_str());
@@ -494,8 +455,12 @@ public:
             stopping.insert(addr);
           stop_all();
         },
-        caf::after(std::chrono::milliseconds(200)) >> [&] {});
-      flush();
+        caf::after(report_interval) >> [&] {});
+      // One report per interval, however many ranks came and went meanwhile.
+      if (auto now = std::chrono::steady_clock::now(); now - last_report_ >= report_interval) {
+        last_report_ = now;
+        flush();
+      }
       if (gateway_down) {
         std::fprintf(stderr, "app host: lost the connection to its node; stopping\n");
         exit_code = 3;
@@ -534,6 +499,7 @@ private:
   std::map<caf::actor_addr, int32_t> live_;
   std::set<int32_t> done_;
   std::vector<std::chrono::steady_clock::time_point> restart_times_;
+  std::chrono::steady_clock::time_point last_report_ = std::chrono::steady_clock::now();
 };
 
 int host_main(const definition& app) {
@@ -556,7 +522,7 @@ int host_main(const definition& app) {
   st->seed = at->seed;
   st->world = static_cast<int32_t>(std::strtol(env_or("MONKEY_WORLD_SIZE", "1").c_str(), nullptr, 10));
   st->log_out = env_or("MONKEY_RANK_LOGS");
-  auto ranks = parse_ranks(env_or("MONKEY_APP_RANKS", "0"));
+  auto ranks = parse_rank_list(env_or("MONKEY_APP_RANKS", "0"));
   if (ranks.empty() || st->world < 1 || ranks.back() >= st->world)
     return fail("MONKEY_APP_RANKS '" + env_or("MONKEY_APP_RANKS") + "' does not name ranks below "
                 "MONKEY_WORLD_SIZE " + std::to_string(st->world));

@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include "runtime/apps/schema.hpp"
+#include "runtime/ids.hpp"
 
 extern char** environ;
 
@@ -105,13 +106,7 @@ std::string file_build_hash(const std::string& path) {
   EVP_MD_CTX_free(ctx);
   if (n < 0)
     return "";
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < 8 && i < len; ++i) {
-    out += hex[md[i] >> 4];
-    out += hex[md[i] & 15];
-  }
-  return out;
+  return to_hex(std::string(reinterpret_cast<const char*>(md), std::min(len, 8u)));
 }
 
 app_scan scan_app_dir(const std::string& dir) {

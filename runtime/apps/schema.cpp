@@ -190,6 +190,16 @@ const app_entry* find_app(const std::vector<member>& members, const std::string&
   return best;
 }
 
+const app_entry* find_build(const std::vector<member>& members, const std::string& name,
+                            const std::string& build) {
+  for (auto& m : members)
+    if (m.state == member_state::alive)
+      for (auto& a : m.apps)
+        if (a.name == name && a.build == build)
+          return &a;
+  return nullptr;
+}
+
 std::string known_apps(const std::vector<member>& members) {
   std::set<std::string> names;
   for (auto& m : members)

@@ -59,6 +59,11 @@ std::map<std::string, std::string> with_defaults(const app_schema& s,
 const app_entry* find_app(const std::vector<member>& members, const std::string& name,
                           const std::string& prefer);
 
+/// Build `build` of app `name` on an alive member, or nullptr (a forwarded or retried
+/// submit keeps the build chosen first).
+const app_entry* find_build(const std::vector<member>& members, const std::string& name,
+                            const std::string& build);
+
 /// The names of the apps the alive members have ("fmnist, hello"), or "none".
 std::string known_apps(const std::vector<member>& members);
 

@@ -82,6 +82,9 @@ TEST_CASE("an app is found on the alive members, this node's build first", "[run
   CHECK(find_app(ms, "hello", "a")->build == "b1"); // this node has it
   CHECK(find_app(ms, "hello", "x")->build == "b2"); // else the most common build
   CHECK(find_app(ms, "fmnist", "a") == nullptr);    // only a dead node has it
+  CHECK(find_build(ms, "hello", "b2")->build == "b2");
+  CHECK(find_build(ms, "hello", "b3") == nullptr);
+  CHECK(find_build(ms, "fmnist", "f1") == nullptr);
   CHECK(known_apps(ms) == "hello");
   CHECK(known_apps({}) == "none");
   CHECK(app_tag("hello", "b1") == "app:hello@b1");

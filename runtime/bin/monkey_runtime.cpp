@@ -99,13 +99,8 @@ void measure_devices(std::vector<devices::device_info>& devs, const std::string&
   for (auto& d : devs) {
     if (cache.count(key(d)))
       continue;
-    if (argv.empty()) {
-      char self[4096];
-      auto n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-      std::string dir = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string{};
-      dir = dir.substr(0, dir.rfind('/'));
-      argv = {dir + "/monkey-measure", "--cpus", std::to_string(devs.front().slots)};
-    }
+    if (argv.empty())
+      argv = {self_dir() + "/monkey-measure", "--cpus", std::to_string(devs.front().slots)};
     if (d.kind == "cuda") {
       argv.push_back("--gpu");
       argv.push_back(std::to_string(d.index));
@@ -326,15 +321,7 @@ expected<checked_options> check_options(const options& opt, bool tls_name_given,
 /// need to connect back.
 void find_apps(const options& opt, coordinator_config& cc, const net_settings& net,
                const std::string& secret, spdlog::logger& log) {
-  auto dir = opt.app_dir;
-  if (dir.empty()) {
-    char self[4096];
-    auto n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n > 0) {
-      std::string exe(self, static_cast<size_t>(n));
-      dir = exe.substr(0, exe.rfind('/'));
-    }
-  }
+  auto dir = opt.app_dir.empty() ? self_dir() : opt.app_dir;
   auto scan = scan_app_dir(dir);
   for (auto& p : scan.problems)
     log.warn("app in {} not offered: {}", dir, p);

@@ -239,7 +239,8 @@ int run_gang(const std::vector<std::string>& args) {
         exit_code = 128 + SIGTERM;
     }
     if (kill_at != 0 && steady_ms() >= kill_at) {
-      for (auto& p : ranks) {
+      for (size_t i = 0; i < ranks.size(); ++i) {
+        auto& p = ranks[i];
         if (!p.reaped)
           ::kill(p.pid, SIGKILL);
         // A rank gone, its output still open (something it started holds it): the worker
@@ -247,7 +248,7 @@ int run_gang(const std::vector<std::string>& args) {
         if (p.reaped && p.out >= 0) {
           ::close(p.out);
           p.out = -1;
-          pass_lines(p, static_cast<int>(&p - ranks.data()), true);
+          pass_lines(p, static_cast<int>(i), true);
         }
       }
     }

@@ -47,4 +47,9 @@ void cgroup_remove(const std::string& cgroup_dir);
 /// "SIGKILL" for 9, etc.
 std::string signal_name(int sig);
 
+/// The path of this process's executable (/proc/self/exe); "" when it cannot be read.
+std::string self_executable();
+/// Its folder ("." when unknown): where monkey-measure, the apps and the CLI sit.
+std::string self_dir();
+
 } // namespace monkey

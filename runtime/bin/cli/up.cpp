@@ -25,6 +25,7 @@
 #include "runtime/net/auth.hpp"
 #include "runtime/net/certs.hpp"
 #include "runtime/client/client.hpp"
+#include "runtime/process/proc.hpp"
 
 namespace monkey {
 
@@ -39,15 +40,6 @@ struct up_node {
   int pid = 0;
   std::vector<std::string> args; ///< its monkey-runtime options, but --join (for --restart)
 };
-
-std::string self_dir() {
-  char buf[4096];
-  auto n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0)
-    return ".";
-  std::string path(buf, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/'));
-}
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);

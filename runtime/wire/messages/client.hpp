@@ -118,7 +118,7 @@ struct app_report_reply {
   MSGPACK_DEFINE_MAP(kill_ranks);
 };
 
-/// app_ready: an app host's ranks run; `actors` names each rank's actors ("rank 0: pi_rank").
+/// app_ready: an app host's ranks run; `actors[i]` is the actor type of `ranks[i]`.
 struct app_ready_request {
   std::vector<int32_t> ranks;
   std::vector<std::string> actors;

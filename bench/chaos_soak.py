@@ -7,7 +7,7 @@ checked for the promises of docs/cluster.md. Outside CI (it runs for hours at --
 
 Each run starts 5 runtimes behind TCP relays (so a partition is a blackholed relay; no
 root needed), submits short jobs through every node (some depend on earlier ones, some
-are cancelled), and plays a plan of 3 events picked by the seed: kill -9 (the node is
+are cancelled, some are gangs of 3 workers that span two nodes), and plays a plan of 3 events picked by the seed: kill -9 (the node is
 restarted on its data directory, or not), SIGSTOP for a short or a long time, a partition
 of one node; meanwhile CPU hogs and a slowed journal (MONKEY_FAULTS journal_delay) load the
 machine. Afterwards every stopped node is resumed and every cut one reconnected, and:
@@ -177,6 +177,8 @@ def run_once(args, run_seed, log):
             cmd = ["submit", "--name", f"s{i}"]
             if acked and rng.random() < 0.1:
                 cmd += ["--after", f"{rng.choice(['ok', 'any'])}:{rng.choice(acked)}"]
+            if rng.random() < 0.08:  # a gang of 3 workers of 1 cpu: it spans two nodes
+                cmd += ["--workers", "3", "--cpus", "1"]
             cmd += ["--", "sleep", f"{rng.randrange(50, 300) / 1000:.3f}"]
             r = s.monkey(entry, *cmd, timeout=60)
             if r is not None and r.returncode == 0:

@@ -18,8 +18,38 @@ std::pair<const job_id*, run_info*> attempt_of(coordinator_state& st, const std:
 
 } // namespace
 
+namespace {
+
+/// The report of an app host that runs a part of a gang across nodes: its points go to the
+/// job's holders; the answer carries the owner's orders (peers, rank kills, a stop).
+void part_report(coordinator_actor* self, caf::response_promise& rp, part_run& p,
+                 app_report_request& req) {
+  if (req.points.size() > 65536)
+    return rp.deliver(make_error(errc::bad_request, "app report: more than 65536 points"));
+  metric_batch points;
+  points.reserve(req.points.size());
+  for (auto& pt : req.points) {
+    if (pt.rank < 0 || pt.rank >= p.rec.spec.workers || pt.key.empty() || pt.key.size() > 256)
+      continue;
+    pt.job = p.job;
+    pt.attempt = p.number;
+    points.push_back(std::move(pt));
+  }
+  app_report_reply r;
+  r.kill_ranks.swap(p.kill_ranks);
+  r.peers = p.peers;
+  r.stop = p.stop;
+  if (!points.empty())
+    self->send(self, atoms::metric::value, std::move(points));
+  rp.deliver(reply(r));
+}
+
+} // namespace
+
 void on_app_report(coordinator_actor* self, caf::response_promise rp, app_report_request req) {
   auto& st = self->state;
+  if (auto* p = part_by_attempt(st, req.attempt))
+    return part_report(self, rp, *p, req);
   auto [id, run] = attempt_of(st, req.attempt);
   if (!id)
     return rp.deliver(make_error(errc::not_found, "attempt " + req.attempt
@@ -46,6 +76,18 @@ void on_app_report(coordinator_actor* self, caf::response_promise rp, app_report
 
 void on_app_ready(coordinator_actor* self, caf::response_promise rp, const app_ready_request& req) {
   auto& st = self->state;
+  if (auto* p = part_by_attempt(st, req.attempt)) {
+    if (req.actors.size() != req.ranks.size())
+      return rp.deliver(make_error(errc::bad_request, "app ready: one actor type per rank expected"));
+    p->status.ranks = req.ranks;
+    p->status.actors = req.actors;
+    p->status.endpoint = req.endpoint;
+    p->status.pid = req.pid;
+    st.log->info("job {} attempt {}: app host {} runs ranks {} (a gang part; rank directory at "
+                 "{})",
+                 p->job.short_str(), p->number, req.pid, rank_list_text(req.ranks), req.endpoint);
+    return rp.deliver(reply(true));
+  }
   auto [id, run] = attempt_of(st, req.attempt);
   if (!id)
     return rp.deliver(make_error(errc::not_found, "attempt " + req.attempt
@@ -65,6 +107,19 @@ caf::result<std::string> kill_rank(coordinator_actor* self, const std::string& n
   auto text = name.substr(slash + 6);
   char* end = nullptr;
   auto rank = std::strtol(text.c_str(), &end, 10);
+  for (auto& [attempt, p] : self->state.parts) {
+    if ("worker-" + p.job.short_str() + "-" + std::to_string(p.number) != worker)
+      continue;
+    if (text.empty() || *end != '\0'
+        || std::find(p.ranks.begin(), p.ranks.end(), rank) == p.ranks.end())
+      return make_error(errc::not_found, "this part of job " + p.job.short_str()
+                                           + " hosts no rank '" + text + "' (it hosts ranks "
+                                           + rank_list_text(p.ranks) + ")");
+    p.kill_ranks.push_back(static_cast<int32_t>(rank));
+    return "killing rank " + std::to_string(rank) + " of job " + p.job.short_str()
+           + " at its app host's next report; in a gang across nodes the attempt fails and "
+             "the job's retries start it again";
+  }
   for (auto& [id, run] : self->state.running) {
     if ("worker-" + id.short_str() + "-" + std::to_string(run.attempt) != worker)
       continue;

@@ -38,17 +38,32 @@ std::vector<std::string> members_with_room(const coordinator_state& st, const re
   return fit;
 }
 
-resources need_of(const job_spec& s) {
-  // An app job's resources are per worker; its workers all run on one node (for now).
+resources per_worker(const job_spec& s) {
   resources r;
-  r.cpus = s.cpus * s.workers;
-  r.mem_mb = s.mem_mb * s.workers;
-  r.gpus = s.gpus * s.workers;
+  r.cpus = s.cpus;
+  r.mem_mb = s.mem_mb;
+  r.gpus = s.gpus;
   r.gpu_mem_mb = s.gpu_mem_mb;
   r.tags = s.tags;
   if (!s.app.empty())
     r.tags.push_back(app_tag(s.app, s.app_build));
   return r;
+}
+
+resources need_of(const job_spec& s) {
+  // Every worker on one node (a gang across nodes asks each node for its share).
+  auto r = per_worker(s);
+  r.cpus *= s.workers;
+  r.mem_mb *= s.workers;
+  r.gpus *= s.workers;
+  return r;
+}
+
+std::string job_log_dir(const coordinator_state& st, const job_id& id) {
+  auto dir = st.cfg.data_dir + "/logs/" + id.str();
+  ::mkdir((st.cfg.data_dir + "/logs").c_str(), 0755);
+  ::mkdir(dir.c_str(), 0755);
+  return dir;
 }
 
 std::optional<job_state> known_state(const coordinator_state& st, const job_id& id) {
@@ -164,6 +179,8 @@ std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_i
     }
     if (q.blocked.empty() && !st.accepting)
       q.blocked = "the node is draining: it starts no new attempts";
+    if (q.blocked.empty() && st.gang_rounds.count(id))
+      q.blocked = "its gang is being placed across nodes (leases asked)";
     if (q.blocked.empty())
       if (auto o = st.offered.find(id); o != st.offered.end())
         q.blocked = "offered to node " + o->second.target + " (a reservation request is "
@@ -174,11 +191,18 @@ std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_i
   return queue;
 }
 
-std::vector<running_job> placement_running(const coordinator_state& st) {
+std::vector<running_job> placement_running(const coordinator_state& st, bool leases) {
   std::vector<running_job> running;
-  running.reserve(st.running.size());
+  running.reserve(st.running.size() + st.parts.size() + (leases ? st.leases.size() : 0));
   for (auto& [id, run] : st.running)
-    running.push_back({id, run.use, run.end_ms});
+    if (!run.gang) // a gang across nodes uses its parts' slots (below, on their nodes)
+      running.push_back({id, run.use, run.end_ms});
+  for (auto& [attempt, p] : st.parts)
+    if (p.status.state == "running")
+      running.push_back({p.job, p.use, p.end_ms});
+  if (leases)
+    for (auto& [lid, l] : st.leases) // held until committed or expired
+      running.push_back({l.job, l.hold.use, l.hold.expires_ms});
   return running;
 }
 
@@ -194,6 +218,8 @@ std::string never_reason(coordinator_state& st, const job_record& rec) {
   return "a dependency can never be met";
 }
 
+} // namespace
+
 /// The app host of `at` on this node, hosting `ranks` (docs/writing-apps.md).
 app_host_launch app_host_for(const coordinator_state& st, const job_record& rec,
                              const attempt_record& at, std::vector<int32_t> ranks) {
@@ -207,15 +233,15 @@ app_host_launch app_host_for(const coordinator_state& st, const job_record& rec,
   return h;
 }
 
+namespace {
+
 void start_attempt(coordinator_actor* self, const job_id& id) {
   auto& st = self->state;
   auto* rec = st.book.owned(id);
   if (!rec)
     return;
   st.book.dequeue(id);
-  auto dir = st.cfg.data_dir + "/logs/" + id.str();
-  ::mkdir((st.cfg.data_dir + "/logs").c_str(), 0755);
-  ::mkdir(dir.c_str(), 0755);
+  auto dir = job_log_dir(st, id);
   run_info run;
   run.use = need_of(rec->spec);
   for (int i = 0; i < rec->spec.gpus && !st.free_gpus.empty(); ++i) {
@@ -304,13 +330,26 @@ void schedule(coordinator_actor* self) {
     commit_final(self, id, before, [=](final_outcome) { request_schedule(self); });
   }
   // The hot path builds no explanations; `why` recomputes them when asked.
-  auto plan = plan_placement(st.cfg.total, placement_running(st), std::move(queue), now_ms(),
+  // Gangs of other owners waiting for this node's slots keep their place (EASY): with any,
+  // the own queue is ordered by submit time too, as the gangs are.
+  auto judged = queue;
+  if (auto waiting = lease_waiting(st); !waiting.empty()) {
+    for (auto& q : judged)
+      if (auto* rec = st.book.owned(q.id))
+        q.submit_seq = static_cast<uint64_t>(std::max<int64_t>(0, rec->submitted_ms));
+    judged.insert(judged.end(), waiting.begin(), waiting.end());
+  }
+  auto plan = plan_placement(st.cfg.total, placement_running(st), std::move(judged), now_ms(),
                              false);
   for (auto& id : plan.start)
-    start_attempt(self, id);
+    start_attempt(self, id); // (a waiting gang's entry is no job here: nothing starts)
+  // Gangs the local plan does not start: placed across nodes by leases (gangs.cpp).
+  place_gangs(self, queue, plan);
 }
 
 std::string explain_wait(coordinator_state& st, const job_id& id) {
+  if (auto g = gang_wait(st, id); !g.empty())
+    return g;
   auto queue = placement_queue(st, nullptr);
   for (auto& q : queue)
     q.label = q.id.short_str();
@@ -333,7 +372,7 @@ std::string explain_wait(coordinator_state& st, const job_id& id) {
       what = "app '" + spec.app + "' (build " + spec.app_build + ") and " + what + " ("
              + std::to_string(spec.workers) + " workers of " + std::to_string(spec.cpus)
              + " cpus" + (spec.gpus > 0 ? ", " + std::to_string(spec.gpus) + " gpus" : "")
-             + "; the workers of an app job run on one node for now)";
+             + ")";
     return "waits for a node with " + what + ": no alive member has room for it ("
            + it->second + "); it starts when such a node joins";
   }
@@ -476,6 +515,7 @@ size_t void_attempt(coordinator_actor* self, const job_id& id, const std::string
     self->unlink_from(run->second.worker);
     caf::anon_send_exit(run->second.worker, caf::exit_reason::user_shutdown);
   }
+  stop_gang_parts(self, id, run->second, "cancelled");
   st.log->warn("attempt {} of job {} is void ({}): killed {} processes", run->second.attempt,
                id.short_str(), why, killed);
   st.running.erase(run);
@@ -492,6 +532,7 @@ size_t fence_jobs(coordinator_actor* self, const std::string& why) {
   size_t killed = 0;
   for (auto& id : runs)
     killed += void_attempt(self, id, "fenced: " + why);
+  killed += void_parts(self, "fenced: " + why); // parts run for owners that may have moved on
   st.on_hold.clear(); // outcomes of attempts that may have been adopted elsewhere: void
   // Final states not yet stored by every holder: the attempt's outcome is known, and a
   // holder may have stored it already (a final copy stands over every unfinished one), so it
@@ -531,6 +572,9 @@ void maybe_finish_shutdown(coordinator_actor* self) {
   auto& st = self->state;
   if (st.accepting || st.shutdown_waiters.empty() || !st.running.empty())
     return;
+  for (auto& [a, p] : st.parts)
+    if (p.status.state == "running")
+      return; // a gang part run here for another owner: it stops and its outcome is polled
   // Final states being committed are waited for (a clean stop loses none), for a while.
   if (!st.finals.empty() && now_ms() < st.shutdown_deadline_ms)
     return;

@@ -117,6 +117,10 @@ void recover(coordinator_actor* self, record_list& recs) {
     bool ran = rec.state == job_state::running && !rec.attempts.empty();
     bool same_process = ran && rec.attempts.back().id.node == st.cfg.node
                         && rec.attempts.back().id.incarnation == st.cfg.incarnation;
+    // A gang across nodes: its parts' nodes stopped them when this coordinator stopped
+    // polling; the gang starts anew.
+    if (same_process && spans_nodes(rec.attempts.back(), st.self_node()))
+      same_process = false;
     if (same_process) {
       readopt(self, std::move(rec)); // this process still runs it: the coordinator restarted
       ++readopted;
@@ -425,6 +429,7 @@ void keep_custody(coordinator_actor* self, std::vector<job_record> finals) {
 
 void on_members(coordinator_actor* self) {
   auto& st = self->state;
+  gangs_on_members(self);
   if (!st.synced)
     try_sync(self);
   if (!st.view.majority() || !st.synced || !st.accepting)

@@ -10,6 +10,7 @@
 #include "actors/coordinator/state.hpp"
 #include "actors/fan_out.hpp"
 #include "actors/membership/membership.hpp"
+#include "runtime/process/proc.hpp"
 #include "runtime/wire/envelope.hpp"
 #include "runtime/supervision/supervisor.hpp"
 
@@ -92,6 +93,16 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
     case verb::app_ready:
       return dispatch<app_ready_request>(rp, env, "app ready",
                                          [&](app_ready_request r) { on_app_ready(self, rp, r); });
+    case verb::peer_lease:
+      return dispatch<lease_request>(rp, env, "peer lease",
+                                     [&](lease_request r) { on_lease(self, rp, r); });
+    case verb::peer_gang_start:
+      return dispatch<gang_start_request>(rp, env, "peer gang start", [&](gang_start_request r) {
+        on_gang_start(self, rp, std::move(r));
+      });
+    case verb::peer_gang_poll:
+      return dispatch<gang_poll_request>(rp, env, "peer gang poll",
+                                         [&](gang_poll_request r) { on_gang_poll(self, rp, r); });
     case verb::peer_forget:
       return dispatch<forget_request>(rp, env, "peer forget", [&](forget_request r) {
         if (r.ids.size() > 65536)
@@ -144,6 +155,7 @@ void on_tick(coordinator_actor* self) {
     st.recheck_members = false;
     on_members(self);
   }
+  gang_tick(self);
   send_metrics(self);
   retry_finals(self);
   check_copy_waits(self);
@@ -162,11 +174,17 @@ void on_shutdown(coordinator_actor* self, bool drain) {
   st.shutdown_deadline_ms = now_ms() + 10'000;
   if (!drain)
     for (auto& [id, run] : st.running) {
-      if (run.worker)
+      if (run.gang)
+        stop_gang(self, id, "requeued");
+      else if (run.worker)
         self->send(run.worker, atoms::stop::value, std::string("requeued"));
       else
         run.stop_pending = "requeued";
     }
+  if (!drain)
+    for (auto& [a, p] : st.parts)
+      if (p.worker && p.status.state == "running")
+        self->send(p.worker, atoms::stop::value, std::string("requeued"));
   st.log->info("shutting down: {} running jobs {}", st.running.size(),
                drain ? "will be waited for" : "are stopped and requeued");
   maybe_finish_shutdown(self);
@@ -181,6 +199,13 @@ tree_node tree_of(coordinator_actor* self) {
   me.state = "running";
   for (auto& [id, run] : st.running) {
     tree_node w;
+    if (run.gang) { // its ranks run in parts, shown under the nodes that host them
+      w.name = "gang-" + id.short_str() + "-" + std::to_string(run.attempt);
+      w.kind = "gang";
+      w.state = "running on " + std::to_string(run.gang->parts.size()) + " nodes";
+      me.children.push_back(std::move(w));
+      continue;
+    }
     w.name = "worker-" + id.short_str() + "-" + std::to_string(run.attempt);
     w.kind = "worker";
     w.id = run.worker ? run.worker.id() : 0;
@@ -190,6 +215,23 @@ tree_node tree_of(coordinator_actor* self) {
       tree_node r;
       r.name = "rank-" + std::to_string(run.app_ranks[i]);
       r.kind = "app:" + run.app_actors[i];
+      r.state = "running";
+      w.children.push_back(std::move(r));
+    }
+    me.children.push_back(std::move(w));
+  }
+  for (auto& [attempt, p] : st.parts) {
+    tree_node w;
+    w.name = "worker-" + p.job.short_str() + "-" + std::to_string(p.number);
+    w.kind = "worker";
+    w.id = p.worker ? p.worker.id() : 0;
+    w.state = p.status.state == "running" ? "running part of a gang (owner "
+                                              + node_label(st.view.members(), p.owner) + ")"
+                                          : p.status.state;
+    for (size_t i = 0; i < p.status.ranks.size() && i < p.status.actors.size(); ++i) {
+      tree_node r;
+      r.name = "rank-" + std::to_string(p.status.ranks[i]);
+      r.kind = "app:" + p.status.actors[i];
       r.state = "running";
       w.children.push_back(std::move(r));
     }
@@ -206,6 +248,8 @@ caf::result<std::string> kill_worker(coordinator_actor* self, const std::string&
   for (auto& [id, run] : self->state.running) {
     if ("worker-" + id.short_str() + "-" + std::to_string(run.attempt) != name)
       continue;
+    if (run.gang)
+      break;
     if (!run.worker)
       return make_error(errc::conflict, name + " is starting; try again");
     // Anonymously: an exit from the coordinator itself would first unlink the worker, and
@@ -217,6 +261,15 @@ caf::result<std::string> kill_worker(coordinator_actor* self, const std::string&
     return "killed " + shown + " (#" + std::to_string(run.worker.id())
            + "); its supervisor coordinator restarts it and it re-adopts pid "
            + std::to_string(rec ? rec->attempts.back().pid : 0);
+  }
+  for (auto& [attempt, p] : self->state.parts) {
+    if ("worker-" + p.job.short_str() + "-" + std::to_string(p.number) != name || !p.worker)
+      continue;
+    // A gang part's worker is not re-adopted: its part ends (failed), and so does the
+    // gang's attempt (the job's retries decide).
+    caf::anon_send_exit(p.worker, caf::exit_reason::user_shutdown);
+    return "killed " + shown + " (#" + std::to_string(p.worker.id())
+           + "), the worker of a gang part: the part and its gang's attempt fail";
   }
   return make_error(errc::not_found, "no worker '" + name + "'");
 }
@@ -259,6 +312,23 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
   });
   self->set_exit_handler([=](const caf::exit_msg& em) {
     auto& st = self->state;
+    for (auto& [attempt, p] : st.parts) {
+      if (!p.worker || p.worker.address() != em.source)
+        continue;
+      if (em.reason == caf::exit_reason::normal)
+        return;
+      st.log->warn("worker of the gang part of job {} attempt {} died ({}); the part fails",
+                   p.job.short_str(), p.number, caf::to_string(em.reason));
+      auto killed = p.rec.attempts.empty()
+                      ? 0
+                      : signal_job(p.rec.attempts.back().cgroup, p.rec.attempts.back().pgid,
+                                   SIGKILL);
+      (void)killed;
+      p.worker = nullptr;
+      on_part_done(self, p, attempt_result{"failed", "its worker died ("
+                                                       + caf::to_string(em.reason) + ")", {}});
+      return;
+    }
     for (auto& [id, run] : st.running) {
       if (!run.worker || run.worker.address() != em.source)
         continue;
@@ -312,14 +382,24 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
     // (batched each tick), so that every holder answers for them and they outlive this node.
     [=](atoms::metric, metric_batch& points) {
       auto& st = self->state;
-      for (auto& p : points)
-        if (auto* rec = st.book.find(p.job))
+      bool held = false;
+      for (auto& p : points) {
+        const job_record* rec = st.book.find(p.job);
+        held = held || rec;
+        if (!rec) // a gang part run for another owner: its holders keep the points
+          if (auto* part = find_part(st, p.job, p.attempt))
+            rec = &part->rec;
+        if (rec)
           for (auto& h : rec->replicas)
             if (h != st.self_node())
               st.metrics_out.add(h, p);
-      self->send(st.journal, atoms::metric::value, std::move(points));
+      }
+      if (held)
+        self->send(st.journal, atoms::metric::value, std::move(points));
     },
     [=](atoms::started, const job_id& id, int32_t number, const launch_result& res) {
+      if (auto* p = find_part(self->state, id, number))
+        return on_part_started(self, *p, res);
       if (!hold(self))
         on_started(self, id, number, res);
     },
@@ -327,6 +407,8 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
       // The attempt's last points go to the holders ahead of its outcome: once a final
       // state is committed (every holder stored it), every holder has the metrics too.
       send_metrics(self, true);
+      if (auto* p = find_part(self->state, id, number))
+        return on_part_done(self, *p, res);
       if (!hold(self))
         on_done(self, id, number, res);
     },

@@ -78,8 +78,14 @@ void add_app_host(launch_request& req, const job_record& rec, const attempt_reco
 }
 
 void add_gang_runner(launch_request& req, const job_record& rec, const attempt_record& at,
-                     const std::string& runtime_exe, int64_t kill_grace_ms) {
-  std::vector<std::string> argv{runtime_exe, "__gang", std::to_string(rec.spec.workers), "--"};
+                     const std::string& runtime_exe, int64_t kill_grace_ms,
+                     const gang_layout* part) {
+  std::vector<std::string> argv{runtime_exe, "__gang", std::to_string(rec.spec.workers)};
+  if (part)
+    argv.insert(argv.end(), {"--ranks", rank_list_text(part->ranks), "--group",
+                             std::to_string(part->group), "--master",
+                             part->master_addr + ":" + std::to_string(part->master_port)});
+  argv.push_back("--");
   argv.insert(argv.end(), req.argv.begin(), req.argv.end());
   req.argv = std::move(argv);
   req.env.push_back("MONKEY_RANK_LOGS=" + at.log_out);

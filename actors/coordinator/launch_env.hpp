@@ -42,9 +42,19 @@ struct app_host_launch {
 void add_app_host(launch_request& req, const job_record& rec, const attempt_record& at,
                   const app_host_launch& h);
 
+/// One node's part of a gang that spans nodes.
+struct gang_layout {
+  std::vector<int32_t> ranks;
+  int32_t group = 0; ///< the part's index (GROUP_RANK)
+  std::string master_addr;
+  int32_t master_port = 0;
+};
+
 /// Turns `req` into the start of a gang command job's runner (runtime/process/gang.hpp):
-/// argv `RUNTIME __gang N -- ARGV...`, MONKEY_RANK_LOGS and MONKEY_KILL_GRACE_MS added.
+/// argv `RUNTIME __gang N [--ranks LIST --group G --master HOST:PORT] -- ARGV...`,
+/// MONKEY_RANK_LOGS and MONKEY_KILL_GRACE_MS added.
 void add_gang_runner(launch_request& req, const job_record& rec, const attempt_record& at,
-                     const std::string& runtime_exe, int64_t kill_grace_ms);
+                     const std::string& runtime_exe, int64_t kill_grace_ms,
+                     const gang_layout* part = nullptr);
 
 } // namespace monkey

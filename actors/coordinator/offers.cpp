@@ -255,7 +255,8 @@ void offer_queued(coordinator_actor* self) {
     if (sent >= offers_per_round)
       break;
     auto* rec = st.book.owned(id);
-    if (!rec || st.offered.count(id) || !rec->spec.after.empty()
+    // A gang keeps its owner: it is placed across nodes by leases (gangs.cpp).
+    if (!rec || st.offered.count(id) || !rec->spec.after.empty() || is_gang(rec->spec)
         || now - rec->updated_ms < offer_after_ms || rec->not_before_ms > now
         || std::find(plan.start.begin(), plan.start.end(), id) != plan.start.end())
       continue;

@@ -38,6 +38,7 @@
 #include "runtime/membership.hpp"
 #include "runtime/wire/messages/client.hpp"
 #include "runtime/placement.hpp"
+#include "runtime/gang_rules.hpp"
 
 namespace monkey {
 
@@ -54,6 +55,19 @@ constexpr auto query = std::chrono::seconds(10);
 /// enough for the others' death verdict, if any, to arrive and fence the jobs first.
 constexpr int64_t hold_after_pause_ms = 4000;
 
+/// The parts of an owned gang attempt that spans nodes (docs/cluster.md, "Gangs"): the
+/// owner polls each part's node, hands the hosts their peers once every one is ready, and
+/// ends the attempt when a part ends badly, is lost, or when every part succeeded.
+struct gang_run {
+  std::vector<gang_part> parts;
+  std::map<std::string, part_status> status; ///< per node, from its last poll answer
+  std::map<std::string, int> unanswered;     ///< polls in a row without an answer, per node
+  std::vector<std::string> peers;            ///< every host's endpoint, once all are ready
+  std::map<std::string, std::vector<int32_t>> kill_ranks; ///< per node, for the next poll
+  std::string stop; ///< why the parts are being stopped ("" while they run)
+  bool polling = false;
+};
+
 /// A running attempt of an owned job on this node.
 struct run_info {
   int32_t attempt = 0;
@@ -67,6 +81,41 @@ struct run_info {
   std::vector<int32_t> app_ranks;      ///< an app host's ranks, from its app_ready
   std::vector<std::string> app_actors; ///< the actor type of each of app_ranks
   std::vector<int32_t> kill_ranks;     ///< ranks to kill, told with the host's next report
+  std::shared_ptr<gang_run> gang;      ///< set: the attempt's ranks run on several nodes
+};
+
+/// A part of a gang attempt this node runs for the gang's owner (possibly itself).
+struct part_run {
+  job_id job;
+  int32_t number = 0;
+  std::string attempt_id;
+  std::string owner;
+  job_record rec; ///< the record at the start (its holders get the part's metric points)
+  std::vector<int32_t> ranks;
+  caf::actor worker;
+  resources use;
+  std::vector<int> gpus;
+  int64_t end_ms = no_end;
+  part_status status;              ///< state running or ended, outcome, the host's endpoint
+  std::vector<std::string> peers;  ///< from the owner: told with the host's next report
+  std::vector<int32_t> kill_ranks; ///< from the owner: told with the host's next report
+  std::string stop;                ///< asked to stop (why)
+  int64_t last_poll_ms = 0;        ///< the owner's last poll (a part it forgot is stopped)
+  bool reported = false;           ///< its end was told to the owner
+};
+
+/// A lease this node granted and that is not committed yet.
+struct lease_info {
+  lease_hold hold;
+  job_id job;
+};
+
+/// A placement round in flight for one queued gang: leases asked of every part's node.
+struct gang_round {
+  std::vector<gang_part> parts;
+  std::string lease;
+  std::map<std::string, lease_reply> replies;
+  size_t answered = 0;
 };
 
 /// How a write of records ended: the local journal's error (if any), the fewest durable
@@ -165,6 +214,24 @@ struct coordinator_state {
   std::vector<reservation_request> reservations; ///< gathered for the next round
   std::map<job_id, int64_t> withdrawn;          ///< requests withdrawn by their owner (until)
 
+  // gangs across nodes (gangs.cpp)
+  std::map<std::string, lease_info> leases;     ///< granted here, by lease id
+  /// Gangs refused a lease here lately, by job: judged ahead of later gangs (their reserved
+  /// start) until they stop asking.
+  std::map<job_id, std::pair<lease_ask, int64_t>> lease_waiters;
+  std::map<std::string, part_run> parts;        ///< run here, by attempt id
+  std::map<job_id, gang_round> gang_rounds;     ///< owned gangs being placed
+  std::map<job_id, std::string> gang_why;       ///< why an owned gang waits (for `why`)
+  std::map<job_id, std::set<std::string>> gang_refused; ///< nodes that refused it lately
+  std::map<job_id, int64_t> gang_next_ms;       ///< when its next placement round may start
+  struct part_stop {
+    std::string node;
+    part_order order;
+    int64_t until_ms = 0;
+  };
+  std::vector<part_stop> part_stops; ///< parts of ended gang attempts, told to stop
+  uint64_t lease_seq = 0;
+
   // pauses and fencing
   int64_t last_tick_ms = 0;
   int64_t hold_until = 0;            ///< after a pause: attempt outcomes wait
@@ -252,8 +319,14 @@ std::string explain_wait(coordinator_state& st, const job_id& id);
 /// met, `next_backoff` the earliest end of a retry backoff still ahead (unchanged if none).
 std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_id>* doomed,
                                         int64_t* next_backoff = nullptr);
-std::vector<running_job> placement_running(const coordinator_state& st);
+/// The attempts, gang parts and (with `leases`) the uncommitted leases on this node.
+std::vector<running_job> placement_running(const coordinator_state& st, bool leases = true);
+/// What one worker of the job needs (its tags include the app's build).
+resources per_worker(const job_spec& s);
+/// What the whole job needs on one node (every worker).
 resources need_of(const job_spec& s);
+/// The job's log directory on this node (made if missing).
+std::string job_log_dir(const coordinator_state& st, const job_id& id);
 /// The other alive members with enough CPUs and GPUs for `need` (offers go to them).
 std::vector<std::string> members_with_room(const coordinator_state& st, const resources& need);
 void on_started(coordinator_actor* self, const job_id& id, int32_t number,
@@ -310,6 +383,40 @@ void reserve_round(coordinator_actor* self);
 void on_withdraw(coordinator_actor* self, caf::response_promise rp, const id_request& req);
 void on_drain(coordinator_actor* self, caf::response_promise rp, const id_request& req);
 void check_drained(coordinator_actor* self);
+
+// ---- gangs.cpp -----------------------------------------------------------------------
+/// A job whose workers are placed as a gang (an app job, or a command job of N workers).
+bool is_gang(const job_spec& spec);
+/// Places queued gangs that the local plan does not start across nodes by leases.
+void place_gangs(coordinator_actor* self, const std::vector<queued_job>& queue,
+                 const placement_plan& plan);
+/// One poll of every owned gang attempt's parts; the stops of ended attempts; the parts
+/// this node runs whose owner stopped asking (each tick).
+void gang_tick(coordinator_actor* self);
+void on_lease(coordinator_actor* self, caf::response_promise rp, const lease_request& req);
+void on_gang_start(coordinator_actor* self, caf::response_promise rp, gang_start_request req);
+void on_gang_poll(coordinator_actor* self, caf::response_promise rp, const gang_poll_request& req);
+/// The part this node runs for attempt `number` of `id`, if any.
+part_run* find_part(coordinator_state& st, const job_id& id, int32_t number);
+part_run* part_by_attempt(coordinator_state& st, const std::string& attempt);
+void on_part_started(coordinator_actor* self, part_run& p, const launch_result& res);
+void on_part_done(coordinator_actor* self, part_run& p, const attempt_result& res);
+/// Stops every part of the owned gang attempt of `id` (cancel, shutdown).
+void stop_gang(coordinator_actor* self, const job_id& id, const std::string& why);
+/// Membership changed: gangs with a part on a dead node are lost; parts of dead owners stop.
+void gangs_on_members(coordinator_actor* self);
+/// Kills every part this node runs (fencing).
+size_t void_parts(coordinator_actor* self, const std::string& why);
+/// Tells the parts of an owned gang attempt that is given up to stop (void_attempt).
+void stop_gang_parts(coordinator_actor* self, const job_id& id, const run_info& run,
+                     const std::string& why);
+/// Whether attempt `at` of a gang runs (some of) its ranks on other nodes than `self`.
+bool spans_nodes(const attempt_record& at, const std::string& self);
+/// Other owners' gangs refused a lease here lately, as queued jobs (submit_seq: the submit
+/// time): the local plan keeps their reserved start.
+std::vector<queued_job> lease_waiting(const coordinator_state& st);
+/// Why a queued gang waits, when placement across nodes knows ("" otherwise).
+std::string gang_wait(const coordinator_state& st, const job_id& id);
 
 // ---- metrics.cpp ---------------------------------------------------------------------
 /// Sends each holder the metric points gathered for it (one batch in flight per holder, or,

@@ -162,7 +162,9 @@ void on_cancel(coordinator_actor* self, caf::response_promise rp, const id_reque
     return;
   }
   auto& run = st.running[*id];
-  if (run.worker)
+  if (run.gang)
+    stop_gang(self, *id, "cancelled"); // every part, told with the next poll
+  else if (run.worker)
     self->send(run.worker, atoms::stop::value, std::string("cancelled"));
   else
     run.stop_pending = "cancelled";

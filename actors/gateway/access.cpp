@@ -27,6 +27,9 @@ destination route_of(verb v) {
     case verb::peer_withdraw:
     case verb::peer_metrics:
     case verb::peer_metric_pull:
+    case verb::peer_lease:
+    case verb::peer_gang_start:
+    case verb::peer_gang_poll:
     case verb::app_report:
     case verb::app_ready:
       return destination::coordinator;
@@ -62,6 +65,9 @@ bool verb_allowed(role r, verb v) {
     case verb::peer_withdraw:
     case verb::peer_metrics:
     case verb::peer_metric_pull:
+    case verb::peer_lease:
+    case verb::peer_gang_start:
+    case verb::peer_gang_poll:
     case verb::peer_forget:
       return r == role::node;
     // Asked by clients, and by routers of other nodes (forwarded submissions, queries).

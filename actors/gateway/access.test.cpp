@@ -9,7 +9,8 @@ TEST_CASE("each role sends only its own verbs", "[gateway][access]") {
   // Peers are not clients: a client session can send no node-to-node verb.
   for (auto v : {verb::peer_join, verb::peer_ping, verb::peer_ping_req, verb::peer_replicate,
                  verb::peer_digest, verb::peer_fetch, verb::peer_reserve, verb::peer_withdraw,
-                 verb::peer_metrics, verb::peer_metric_pull, verb::peer_forget}) {
+                 verb::peer_metrics, verb::peer_metric_pull, verb::peer_forget,
+                 verb::peer_lease, verb::peer_gang_start, verb::peer_gang_poll}) {
     CHECK_FALSE(verb_allowed(role::client, v));
     CHECK_FALSE(verb_allowed(role::app, v));
     CHECK(verb_allowed(role::node, v));

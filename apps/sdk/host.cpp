@@ -120,6 +120,11 @@ std::string env_or(const char* name, const std::string& fallback = "") {
 constexpr std::chrono::milliseconds report_interval{200};
 
 using start_atom = caf::atom_constant<caf::atom("a_start")>;
+/// Asked of a host's rank directory by the other hosts of a gang across nodes.
+using directory_atom = caf::atom_constant<caf::atom("a_dir")>;
+
+/// How long a host of a gang across nodes waits for every other host to be ready.
+constexpr std::chrono::seconds assemble_limit{120};
 
 std::atomic<int> stop_signal{0};
 
@@ -141,6 +146,7 @@ struct host_state {
   int32_t world = 1;
   std::map<std::string, std::string> params;
   std::string log_out; ///< the attempt's stdout log: rank logs sit beside it
+  std::string token;   ///< the gang's secret (a gang across nodes): shown by other hosts
 
   std::mutex mtx; ///< guards what follows: ranks report and log from their own threads
   std::vector<caf::actor> peers; ///< entry actor per rank (each set before it starts)
@@ -348,9 +354,14 @@ public:
                      r.error().c_str());
         continue;
       }
-      if (auto answer = decode<app_report_reply>(*r, "app report"))
+      if (auto answer = decode<app_report_reply>(*r, "app report")) {
         for (auto rank : answer->kill_ranks)
           kill_rank(rank);
+        if (!answer->peers.empty())
+          peers_ = answer->peers;
+        if (!answer->stop.empty())
+          stop_ = answer->stop;
+      }
     } while (i < pts.size());
   }
 
@@ -367,6 +378,7 @@ public:
 
   void announce() {
     app_ready_request req;
+    req.endpoint = endpoint_;
     req.ranks = ranks_;
     req.pid = static_cast<int32_t>(::getpid());
     req.actors.assign(ranks_.size(), app_.actors().front().name);
@@ -391,10 +403,118 @@ public:
       caf::anon_send_exit(st_->peers[static_cast<size_t>(r)], caf::exit_reason::user_shutdown);
   }
 
+  /// A gang across nodes: this host's ranks are reached by the others through a directory
+  /// published on the node's host; "" when it could not be published (the error is said).
+  std::string publish_directory(const std::string& host) {
+    auto st = st_;
+    directory_ = sys_.spawn([st](caf::event_based_actor*) -> caf::behavior {
+      return {
+        [st](directory_atom, const std::string& token) -> caf::result<std::vector<caf::actor>> {
+          if (token != st->token)
+            return make_error(errc::refused, "wrong gang token");
+          std::lock_guard<std::mutex> guard{st->mtx};
+          return st->peers;
+        },
+      };
+    });
+    auto port = publish_actor(directory_, 0, host);
+    if (!port) {
+      std::fprintf(stderr, "app host: cannot publish its rank directory on %s: %s\n",
+                   host.c_str(), sys_.render(port.error()).c_str());
+      return {};
+    }
+    return host + ":" + std::to_string(*port);
+  }
+
+  /// Reaches every other host's directory and takes its ranks' handles; false (and says
+  /// why) when one cannot be reached.
+  bool connect_peers() {
+    for (auto& ep : peers_) {
+      if (ep == endpoint_)
+        continue;
+      std::string h;
+      uint16_t port = 0;
+      if (!split_address(ep, h, port)) {
+        std::fprintf(stderr, "app host: bad peer endpoint '%s'\n", ep.c_str());
+        return false;
+      }
+      auto dir = connect_actor(sys_, h, port, std::chrono::seconds(10));
+      if (!dir) {
+        std::fprintf(stderr, "app host: cannot reach the host at %s: %s\n", ep.c_str(),
+                     describe_connect_error(sys_, dir.error(), ep).c_str());
+        return false;
+      }
+      bool ok = false;
+      self_->request(*dir, std::chrono::seconds(10), directory_atom::value, st_->token)
+        .receive(
+          [&](std::vector<caf::actor>& theirs) {
+            std::lock_guard<std::mutex> guard{st_->mtx};
+            for (size_t r = 0; r < theirs.size() && r < st_->peers.size(); ++r)
+              if (theirs[r] && !own(static_cast<int32_t>(r)))
+                st_->peers[r] = theirs[r];
+            ok = true;
+          },
+          [&](caf::error& err) {
+            std::fprintf(stderr, "app host: the host at %s did not show its ranks: %s\n",
+                         ep.c_str(), sys_.render(err).c_str());
+          });
+      if (!ok)
+        return false;
+    }
+    std::lock_guard<std::mutex> guard{st_->mtx};
+    for (size_t r = 0; r < st_->peers.size(); ++r)
+      if (!st_->peers[r]) {
+        std::fprintf(stderr, "app host: no host of the gang runs rank %zu\n", r);
+        return false;
+      }
+    return true;
+  }
+
+  /// A gang across nodes: waits until the node hands out every host's endpoint, then
+  /// reaches them; the exit code when it cannot (-1: assembled).
+  int assemble() {
+    auto until = std::chrono::steady_clock::now() + assemble_limit;
+    while (peers_.empty()) {
+      if (stop_signal != 0)
+        return 128 + stop_signal;
+      if (!stop_.empty()) {
+        std::fprintf(stderr, "app host: stopped by its node before the gang assembled: %s\n",
+                     stop_.c_str());
+        return 1;
+      }
+      if (std::chrono::steady_clock::now() > until) {
+        std::fprintf(stderr, "app host: the other hosts of the gang were not ready within %lld "
+                             "s; the attempt fails\n",
+                     static_cast<long long>(assemble_limit.count()));
+        return 1;
+      }
+      self_->receive([](caf::down_msg&) {}, caf::after(report_interval) >> [] {});
+      flush();
+    }
+    return connect_peers() ? -1 : 1;
+  }
+
   /// Waits for the ranks to finish; the process's exit code.
-  int run() {
-    spawn_and_start(ranks_);
-    announce();
+  int run(const std::string& node_host) {
+    bool multi = static_cast<int32_t>(ranks_.size()) < st_->world;
+    if (multi) {
+      for (auto r : ranks_)
+        spawn_rank(r);
+      endpoint_ = publish_directory(node_host);
+      if (endpoint_.empty())
+        return 1;
+      announce();
+      if (auto code = assemble(); code >= 0) {
+        stop_all();
+        return code;
+      }
+      start_ranks(ranks_);
+      std::fprintf(stderr, "app host: the gang assembled (%zu hosts); ranks %s start\n",
+                   peers_.size(), rank_list_text(ranks_).c_str());
+    } else {
+      spawn_and_start(ranks_);
+      announce();
+    }
     bool gateway_down = false;
     self_->monitor(gateway_);
     int exit_code = -1;
@@ -426,6 +546,12 @@ public:
           auto why = sys_.render(dm.reason);
           std::fprintf(stderr, "app host: rank %d failed: %s\n", r, why.c_str());
           log_rank(r, "failed: " + why);
+          if (multi) {
+            std::fprintf(stderr, "app host: in a gang across nodes a failed rank fails the "
+                                 "attempt (the job's retries start the whole gang again)\n");
+            exit_code = 1;
+            return;
+          }
           if (!may_restart()) {
             std::fprintf(stderr,
                          "app host: rank %d failed %d times within %lld s (its restart limit); "
@@ -483,6 +609,8 @@ private:
     start_ranks(ranks);
   }
 
+  bool own(int32_t r) const { return std::find(ranks_.begin(), ranks_.end(), r) != ranks_.end(); }
+
   void note_restart(int32_t r) {
     std::lock_guard<std::mutex> guard{st_->mtx};
     st_->restarts[r] += 1;
@@ -500,6 +628,10 @@ private:
   std::set<int32_t> done_;
   std::vector<std::chrono::steady_clock::time_point> restart_times_;
   std::chrono::steady_clock::time_point last_report_ = std::chrono::steady_clock::now();
+  std::string endpoint_;           ///< this host's rank directory (a gang across nodes)
+  caf::actor directory_;
+  std::vector<std::string> peers_; ///< every host's directory, from the node
+  std::string stop_;               ///< the node asked the host to stop (why)
 };
 
 int host_main(const definition& app) {
@@ -522,6 +654,7 @@ int host_main(const definition& app) {
   st->seed = at->seed;
   st->world = static_cast<int32_t>(std::strtol(env_or("MONKEY_WORLD_SIZE", "1").c_str(), nullptr, 10));
   st->log_out = env_or("MONKEY_RANK_LOGS");
+  st->token = env_or("MONKEY_GANG_TOKEN");
   auto ranks = parse_rank_list(env_or("MONKEY_APP_RANKS", "0"));
   if (ranks.empty() || st->world < 1 || ranks.back() >= st->world)
     return fail("MONKEY_APP_RANKS '" + env_or("MONKEY_APP_RANKS") + "' does not name ranks below "
@@ -565,7 +698,7 @@ int host_main(const definition& app) {
       return fail("the node refused the app host: " + bad.error());
     std::signal(SIGTERM, on_stop_signal);
     std::signal(SIGINT, on_stop_signal);
-    code = h.run();
+    code = h.run(host_name);
   }
   // Leave CAF's teardown out of the exit: the ranks are stopped and the metrics flushed.
   std::fflush(nullptr);

@@ -48,6 +48,9 @@ const char* to_string(verb v) {
     case verb::remove: return "rm";
     case verb::peer_forget: return "peer forget";
     case verb::peer_metric_pull: return "peer metric pull";
+    case verb::peer_lease: return "peer lease";
+    case verb::peer_gang_start: return "peer gang start";
+    case verb::peer_gang_poll: return "peer gang poll";
     case verb::app_report: return "app report";
     case verb::app_ready: return "app ready";
   }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "runtime/job.hpp"
+#include "runtime/process/proc.hpp"
 
 namespace monkey {
 
@@ -25,23 +26,6 @@ volatile sig_atomic_t stop_requested = 0;
 
 void on_term(int) {
   stop_requested = 1;
-}
-
-/// A free TCP port on loopback for rank 0's rendezvous (MASTER_PORT).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return 29500;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 29500;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0
-      && ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
 }
 
 int64_t steady_ms() {
@@ -55,6 +39,8 @@ struct rank_proc {
   int out = -1;     ///< read end of its stdout+stderr
   FILE* log = nullptr;
   std::string partial;
+  int rank = 0;
+  bool echo = false; ///< its whole output goes to the runner's stdout (the part's first rank)
   bool reaped = false;
   int status = 0;
 };
@@ -69,8 +55,10 @@ void write_all(int fd, const std::string& s) {
   }
 }
 
-/// Writes the complete lines of `p.partial` on (rank 0: all of them; others: metric lines).
-void pass_lines(rank_proc& p, int rank, bool final_flush) {
+/// Writes the complete lines of `p.partial` on (the echoed rank: all of them; others:
+/// metric lines).
+void pass_lines(rank_proc& p, bool final_flush) {
+  int rank = p.rank;
   size_t start = 0;
   for (;;) {
     auto nl = p.partial.find('\n', start);
@@ -80,13 +68,13 @@ void pass_lines(rank_proc& p, int rank, bool final_flush) {
     std::string tagged;
     if (tag_metric_line(line, rank, tagged))
       write_all(1, tagged + "\n");
-    else if (rank == 0)
+    else if (p.echo)
       write_all(1, line + "\n");
     start = nl + 1;
   }
   p.partial.erase(0, start);
   if ((final_flush || p.partial.size() > 65536) && !p.partial.empty()) {
-    if (rank == 0)
+    if (p.echo)
       write_all(1, p.partial + "\n");
     p.partial.clear();
   }
@@ -108,28 +96,67 @@ bool tag_metric_line(const std::string& line, int rank, std::string& out) {
 }
 
 int run_gang(const std::vector<std::string>& args) {
-  if (args.size() < 3 || args[1] != "--") {
-    std::fprintf(stderr, "gang: usage: monkey-runtime __gang N -- CMD ARGS...\n");
+  auto usage = [] {
+    std::fprintf(stderr, "gang: usage: monkey-runtime __gang N [--ranks LIST --group G "
+                         "--master HOST:PORT] -- CMD ARGS...\n");
     return 2;
-  }
+  };
+  if (args.size() < 3)
+    return usage();
   int n = std::atoi(args[0].c_str());
   if (n < 1 || n > 4096) {
     std::fprintf(stderr, "gang: N must be between 1 and 4096, not '%s'\n", args[0].c_str());
     return 2;
   }
-  std::vector<std::string> cmd(args.begin() + 2, args.end());
+  // A part of a gang that spans nodes: its ranks, its place among the parts (GROUP_RANK)
+  // and rank 0's rendezvous; else every rank runs here.
+  std::vector<int32_t> mine;
+  int group = 0;
+  std::string master_addr = "127.0.0.1", master_port;
+  size_t i = 1;
+  for (; i + 1 < args.size() && args[i] != "--"; i += 2) {
+    if (args[i] == "--ranks")
+      mine = parse_rank_list(args[i + 1]);
+    else if (args[i] == "--group")
+      group = std::atoi(args[i + 1].c_str());
+    else if (args[i] == "--master") {
+      auto colon = args[i + 1].rfind(':');
+      if (colon == std::string::npos)
+        return usage();
+      master_addr = args[i + 1].substr(0, colon);
+      master_port = args[i + 1].substr(colon + 1);
+    } else {
+      return usage();
+    }
+  }
+  if (i >= args.size() || args[i] != "--" || i + 1 >= args.size())
+    return usage();
+  if (mine.empty())
+    for (int r = 0; r < n; ++r)
+      mine.push_back(r);
+  if (mine.back() >= n) {
+    std::fprintf(stderr, "gang: --ranks names ranks beyond N=%d\n", n);
+    return 2;
+  }
+  std::vector<std::string> cmd(args.begin() + static_cast<long>(i) + 1, args.end());
   auto* logs_env = std::getenv("MONKEY_RANK_LOGS");
   std::string log_out = logs_env ? logs_env : "";
   int64_t grace_ms = 10000;
   if (auto* g = std::getenv("MONKEY_KILL_GRACE_MS"); g && *g)
     grace_ms = std::atoll(g);
-  auto port = std::to_string(free_port());
+  auto port = master_port;
+  if (port.empty()) {
+    auto p = free_tcp_port("127.0.0.1");
+    port = std::to_string(p > 0 ? p : 29500);
+  }
   struct sigaction sa {};
   sa.sa_handler = on_term;
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
-  std::vector<rank_proc> ranks(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) {
+  auto local_n = static_cast<int>(mine.size());
+  std::vector<rank_proc> ranks(mine.size());
+  for (int li = 0; li < local_n; ++li) {
+    int r = mine[static_cast<size_t>(li)];
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) {
       std::perror("gang: pipe");
@@ -141,11 +168,11 @@ int run_gang(const std::vector<std::string>& args) {
       ::dup2(fds[1], 2);
       auto set = [](const char* k, const std::string& v) { ::setenv(k, v.c_str(), 1); };
       set("RANK", std::to_string(r));
-      set("LOCAL_RANK", std::to_string(r));
-      set("GROUP_RANK", "0");
+      set("LOCAL_RANK", std::to_string(li));
+      set("GROUP_RANK", std::to_string(group));
       set("WORLD_SIZE", std::to_string(n));
-      set("LOCAL_WORLD_SIZE", std::to_string(n));
-      set("MASTER_ADDR", "127.0.0.1");
+      set("LOCAL_WORLD_SIZE", std::to_string(local_n));
+      set("MASTER_ADDR", master_addr);
       set("MASTER_PORT", port);
       set("MONKEY_RANK", std::to_string(r));
       std::vector<char*> argv;
@@ -161,8 +188,10 @@ int run_gang(const std::vector<std::string>& args) {
       std::perror("gang: fork");
       return 1;
     }
-    auto& p = ranks[static_cast<size_t>(r)];
+    auto& p = ranks[static_cast<size_t>(li)];
     p.pid = pid;
+    p.rank = r;
+    p.echo = li == 0;
     p.out = fds[0];
     if (!log_out.empty())
       p.log = std::fopen(rank_log_path(log_out, r).c_str(), "a");
@@ -203,7 +232,7 @@ int run_gang(const std::vector<std::string>& args) {
       if (got <= 0) {
         ::close(p.out);
         p.out = -1;
-        pass_lines(p, static_cast<int>(which[k]), true);
+        pass_lines(p, true);
         continue;
       }
       if (p.log) {
@@ -211,7 +240,7 @@ int run_gang(const std::vector<std::string>& args) {
         std::fflush(p.log);
       }
       p.partial.append(buf, static_cast<size_t>(got));
-      pass_lines(p, static_cast<int>(which[k]), false);
+      pass_lines(p, false);
     }
     int status = 0;
     pid_t pid;
@@ -224,9 +253,9 @@ int run_gang(const std::vector<std::string>& args) {
         p.status = status;
         bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
         if (!ok && failed_rank < 0 && !stop_requested) {
-          failed_rank = static_cast<int>(i);
+          failed_rank = p.rank;
           exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-          std::fprintf(stderr, "gang: rank %zu %s; stopping the other ranks\n", i,
+          std::fprintf(stderr, "gang: rank %d %s; stopping the other ranks\n", p.rank,
                        WIFEXITED(status)
                          ? ("exited " + std::to_string(WEXITSTATUS(status))).c_str()
                          : ("was killed by signal " + std::to_string(WTERMSIG(status))).c_str());
@@ -248,7 +277,7 @@ int run_gang(const std::vector<std::string>& args) {
         if (p.reaped && p.out >= 0) {
           ::close(p.out);
           p.out = -1;
-          pass_lines(p, static_cast<int>(i), true);
+          pass_lines(p, true);
         }
       }
     }

@@ -14,8 +14,10 @@
 
 namespace monkey {
 
-/// `argv` after `__gang`: N, "--", CMD, ARGS...; returns the exit code (128 + signal for a
-/// rank killed by a signal).
+/// `argv` after `__gang`: N, [--ranks LIST --group G --master HOST:PORT], "--", CMD, ARGS...
+/// With --ranks the runner is one node's part of a gang across nodes: it starts those ranks
+/// only (LOCAL_RANK and LOCAL_WORLD_SIZE within the part, GROUP_RANK = G, MASTER_ADDR and
+/// MASTER_PORT as given). Returns the exit code (128 + signal for a rank killed by a signal).
 int run_gang(const std::vector<std::string>& args);
 
 /// A rank's MONKEY_METRIC line with `rank=R` added (other lines: unchanged, `false`).

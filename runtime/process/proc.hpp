@@ -52,4 +52,8 @@ std::string self_executable();
 /// Its folder ("." when unknown): where monkey-measure, the apps and the CLI sit.
 std::string self_dir();
 
+/// A TCP port free now on `ip` (IPv4 text: "127.0.0.1", or "0.0.0.0" for every interface),
+/// 0 when none could be bound (a rendezvous port such as MASTER_PORT).
+int free_tcp_port(const char* ip);
+
 } // namespace monkey

@@ -9,12 +9,16 @@ import sys
 import time
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-assert os.environ["LOCAL_RANK"] == str(rank), os.environ["LOCAL_RANK"]
-assert os.environ["LOCAL_WORLD_SIZE"] == str(world)
+local, local_world = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
+assert 0 <= local < local_world <= world, (local, local_world, world)
+if local_world == world:  # every rank on this node
+    assert local == rank, (local, rank)
+    assert os.environ["GROUP_RANK"] == "0"
 assert os.environ["MONKEY_RANK"] == str(rank)
 assert os.environ["MONKEY_JOB_ID"]
 addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-print(f"rank {rank} of {world}, master {addr}:{port}", flush=True)
+print(f"rank {rank} of {world}, master {addr}:{port}, local rank {local} of {local_world}, "
+      f"group {os.environ['GROUP_RANK']}", flush=True)
 
 try:
     import torch

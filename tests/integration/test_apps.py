@@ -166,11 +166,13 @@ def placed_where_the_app_is(c):
     check(s["state"] == "succeeded", f"succeeded: {s}")
     ran = json.loads(c.monkey("show", job, "--json").stdout)["attempts"][-1]
     n2 = json.loads(c.monkey("status", "--json", "--address", c.nodes["n2"]["address"]).stdout)
-    check(ran["node"] == n2["node"], f"ran on n2, the node with the app: {ran}")
+    check(ran["hosts"] and all(h.startswith(n2["node"] + ":") for h in ran["hosts"]),
+          f"ran on n2, the node with the app: {ran}")
     big = c.submit("--app", "hello", "--workers", "3", "--set", "steps=3")
     time.sleep(1)
     why = c.monkey("why", big).stdout
-    check("app 'hello'" in why and "3 workers" in why, f"why: {why}")
+    check("app 'hello'" in why and "3 workers" in why and "1 live node that can host them"
+          in why, f"why: {why}")
     c.monkey("cancel", big)
 
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Seeded chaos on a local cluster of real processes: 5 nodes, 300 short jobs submitted
-through every node; two kill -9 and one SIGSTOP, each triggered by progress (after k jobs
+through every node (every 12th a gang of 3 workers that spans two nodes); two kill -9 and one SIGSTOP, each triggered by progress (after k jobs
 have finished) and spaced by more than detection plus re-replication; the killed nodes are
 restarted on their data directories and the stopped one resumed before the final check:
 0 jobs lost, 0 jobs with two final states, every job finished.
@@ -102,8 +102,10 @@ def run_chaos(c, seed, rng):
     for i in range(JOBS):
         n = nodes[i % len(nodes)]
         ms = rng.randrange(50, 400)
+        # Every 12th job is a gang of 3 workers of 1 cpu: it spans two nodes of 2 cpus.
+        gang = ["--workers", "3", "--cpus", "1"] if i % 12 == 5 else []
         out = c.monkey("submit", "--address", nodes[0]["address"] if n in victims else n["address"],
-                       "--name", f"c{i}", "--", "sleep", f"{ms / 1000:.3f}").stdout
+                       "--name", f"c{i}", *gang, "--", "sleep", f"{ms / 1000:.3f}").stdout
         ids.append(out.strip().splitlines()[-1])
     entry = nodes[0]["address"]
     stopped, restarted = [], []

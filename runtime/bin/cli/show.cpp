@@ -77,9 +77,11 @@ int run_show(context& ctx, const std::string& id, const std::string& metric) {
     auto what = a.cause.empty() ? std::string(a.outcome == "running" ? "since " : "")
                                     + clock_time(a.started_ms)
                                 : a.cause;
-    std::printf("attempt %d on %s [%s] %s: %s; pid %d, max rss %lld KB, cpu %.2fs, %s → %s\n",
+    // A gang across nodes has no process of its own on its owner: no pid to show.
+    auto pid = a.pid > 0 ? "pid " + std::to_string(a.pid) + ", " : std::string{};
+    std::printf("attempt %d on %s [%s] %s: %s; %smax rss %lld KB, cpu %.2fs, %s → %s\n",
                 a.number, name_of(names, a.id.node.str()).c_str(), a.id.str().c_str(),
-                a.outcome.c_str(), what.c_str(), a.pid, static_cast<long long>(a.max_rss_kb),
+                a.outcome.c_str(), what.c_str(), pid.c_str(), static_cast<long long>(a.max_rss_kb),
                 a.cpu_s, clock_time(a.started_ms).c_str(), clock_time(a.ended_ms).c_str());
     for (auto& h : a.hosts) { // "NODE:0-3": that node's app host runs ranks 0 to 3
       auto colon = h.rfind(':');

@@ -53,6 +53,10 @@ enum class verb : uint16_t {
   // from an app host (role app) to the node that started it (docs/writing-apps.md)
   app_report = 30, ///< metric points of the host's ranks
   app_ready = 31,  ///< the host's ranks are running (its actors, for `tree` and `show`)
+  // gang placement across nodes (docs/cluster.md, "Gangs")
+  peer_lease = 32,      ///< hold slots for a gang's workers, with an expiry (or release them)
+  peer_gang_start = 33, ///< commit a lease: run these ranks of the gang's attempt here
+  peer_gang_poll = 34,  ///< the owner asks how its parts run; tells them peers and stops
 };
 
 const char* to_string(verb v);
@@ -115,7 +119,12 @@ struct app_report_request {
 /// app_report's answer: what the node asks of the host (`monkey kill .../rank-R`).
 struct app_report_reply {
   std::vector<int32_t> kill_ranks;
-  MSGPACK_DEFINE_MAP(kill_ranks);
+  /// A gang on several hosts: every host's rank directory (host:port), once every host is
+  /// ready; the host's ranks start when it has reached them all.
+  std::vector<std::string> peers;
+  /// The attempt is over for this host (its gang lost a part, or was stopped): it exits.
+  std::string stop;
+  MSGPACK_DEFINE_MAP(kill_ranks, peers, stop);
 };
 
 /// app_ready: an app host's ranks run; `actors[i]` is the actor type of `ranks[i]`.
@@ -124,7 +133,95 @@ struct app_ready_request {
   std::vector<std::string> actors;
   int32_t pid = 0;
   std::string attempt; ///< set by the gateway from the session
-  MSGPACK_DEFINE_MAP(ranks, actors, pid, attempt);
+  /// host:port where the host's rank directory listens (a gang on several nodes: the other
+  /// hosts reach its ranks there); "" for a gang on one host.
+  std::string endpoint;
+  MSGPACK_DEFINE_MAP(ranks, actors, pid, attempt, endpoint);
+};
+
+/// peer_lease: the owner of a gang asks a node to hold slots for `workers` of its workers
+/// until `ttl_ms` from now (or, with `release`, gives lease `lease` back).
+struct lease_request {
+  std::string from;
+  std::string job;
+  std::string lease; ///< chosen by the owner, unique per placement round
+  int32_t priority = 0;
+  int64_t submitted_ms = 0;
+  int32_t cpus = 0; ///< for all its workers on the node
+  int64_t mem_mb = 0;
+  int32_t gpus = 0;
+  int64_t gpu_mem_mb = 0;
+  std::vector<std::string> tags;
+  int32_t workers = 0;
+  double timeout_s = 0;
+  int64_t ttl_ms = 0;
+  bool release = false;
+  MSGPACK_DEFINE_MAP(from, job, lease, priority, submitted_ms, cpus, mem_mb, gpus, gpu_mem_mb,
+                     tags, workers, timeout_s, ttl_ms, release);
+};
+
+/// The answer to peer_lease and peer_gang_start.
+struct lease_reply {
+  bool granted = false;
+  std::string reason;     ///< why not
+  std::string host;       ///< the node's host (MASTER_ADDR when rank 0 runs there)
+  int32_t free_port = 0;  ///< a port free there now (MASTER_PORT when rank 0 runs there)
+  MSGPACK_DEFINE_MAP(granted, reason, host, free_port);
+};
+
+/// peer_gang_start: run `ranks` of the record's current attempt under lease `lease`.
+struct gang_start_request {
+  std::string from;
+  std::string lease;
+  job_record record;
+  std::vector<int32_t> ranks;
+  std::string master_addr; ///< rank 0's host and port (gang command jobs)
+  int32_t master_port = 0;
+  int32_t group = 0;   ///< the part's index among the gang's parts (GROUP_RANK)
+  std::string token;   ///< the gang's secret: an app host shows its ranks only to holders
+  MSGPACK_DEFINE_MAP(from, lease, record, ranks, master_addr, master_port, group, token);
+};
+
+/// What the owner tells one of its parts with a poll.
+struct part_order {
+  std::string job;
+  std::string attempt; ///< attempt id text
+  bool stop = false;
+  std::string why;
+  std::vector<std::string> peers; ///< every host's rank directory, once all are ready
+  std::vector<int32_t> kill_ranks; ///< `monkey kill .../rank-R` of ranks hosted there
+  MSGPACK_DEFINE_MAP(job, attempt, stop, why, peers, kill_ranks);
+};
+
+struct gang_poll_request {
+  std::string from;
+  std::vector<part_order> parts;
+  MSGPACK_DEFINE_MAP(from, parts);
+};
+
+/// How a part runs: "running", "ended" (with its outcome), or "unknown" (this node has no
+/// such part: never started, or lost with a restart).
+struct part_status {
+  std::string job;
+  std::string attempt;
+  std::string state;
+  std::string outcome;
+  std::string cause;
+  int32_t exit_code = -1;
+  int32_t term_signal = 0;
+  int64_t max_rss_kb = 0;
+  double cpu_s = 0;
+  std::string endpoint;
+  std::vector<int32_t> ranks;
+  std::vector<std::string> actors;
+  int32_t pid = 0;
+  MSGPACK_DEFINE_MAP(job, attempt, state, outcome, cause, exit_code, term_signal, max_rss_kb,
+                     cpu_s, endpoint, ranks, actors, pid);
+};
+
+struct gang_poll_reply {
+  std::vector<part_status> parts;
+  MSGPACK_DEFINE_MAP(parts);
 };
 
 /// remove: final jobs (full ids) to delete from every member, with their logs and metrics.

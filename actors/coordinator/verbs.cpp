@@ -172,8 +172,50 @@ void on_cancel(coordinator_actor* self, caf::response_promise rp, const id_reque
                               + " (SIGTERM to its process group, SIGKILL after the grace period)"}));
 }
 
+namespace {
+
+/// Reads up to `max` bytes of `path` from `offset` into `r`; true when that is its end.
+bool read_log(const std::string& path, uint64_t offset, uint32_t max, logs_reply& r) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return true;
+  r.data.resize(max);
+  auto got = ::pread(fd, r.data.data(), max, static_cast<off_t>(offset));
+  r.data.resize(got > 0 ? static_cast<size_t>(got) : 0);
+  r.offset += r.data.size();
+  struct stat sb {};
+  ::fstat(fd, &sb);
+  ::close(fd);
+  return static_cast<uint64_t>(sb.st_size) <= r.offset;
+}
+
+/// The log of a gang part this node ran: its files, by job id and attempt, no record.
+void part_logs(coordinator_actor* self, caf::response_promise& rp, const logs_request& req) {
+  auto& st = self->state;
+  auto id = job_id::parse(req.id);
+  if (!id || req.attempt < 1 || (req.stream != "out" && req.stream != "err"))
+    return rp.deliver(make_error(errc::bad_request, "part logs: a full job id, an attempt and "
+                                                    "a stream are needed"));
+  auto base = st.cfg.data_dir + "/logs/" + id->str() + "/" + std::to_string(req.attempt);
+  auto out = base + ".out";
+  auto path = req.rank >= 0 ? rank_log_path(out, req.rank) : req.stream == "out" ? out
+                                                                                : base + ".err";
+  logs_reply r;
+  r.attempt = req.attempt;
+  r.offset = req.offset;
+  auto max = std::min<uint32_t>(req.max_bytes == 0 ? 65536 : req.max_bytes, 1 << 20);
+  bool at_end = read_log(path, req.offset, max, r);
+  auto* p = find_part(st, *id, req.attempt);
+  r.finished = at_end && (!p || p->status.state != "running");
+  rp.deliver(reply(r));
+}
+
+} // namespace
+
 void on_logs(coordinator_actor* self, caf::response_promise rp, const logs_request& req) {
   auto& st = self->state;
+  if (req.part)
+    return part_logs(self, rp, req);
   auto id = lookup(st, req.id, rp);
   if (!id)
     return;
@@ -206,20 +248,47 @@ void on_logs(coordinator_actor* self, caf::response_promise rp, const logs_reque
                                    + (!ranked ? " has no ranks (one process, no --workers)"
                                               : " has ranks 0 to "
                                                   + std::to_string(rec.spec.workers - 1))));
+  // A gang across nodes: the rank's log (without --rank: the attempt's output, rank 0's
+  // part's) is on the node that hosted it.
+  if (spans_nodes(at, st.self_node())) {
+    auto want = std::max<int32_t>(0, req.rank);
+    std::string node;
+    for (auto& h : at.hosts) {
+      auto colon = h.rfind(':');
+      auto ranks = parse_rank_list(h.substr(colon + 1));
+      if (std::find(ranks.begin(), ranks.end(), want) != ranks.end())
+        node = h.substr(0, colon);
+    }
+    if (!node.empty() && node != st.self_node()) {
+      if (!st.membership || (!st.view.alive(node)))
+        return rp.deliver(make_error(errc::unavailable,
+                                     "rank " + std::to_string(want) + " of job " + id->short_str()
+                                       + " ran on node " + node_label(st.view.members(), node)
+                                       + ", which is not alive: its log is there"));
+      auto fwd = req;
+      fwd.id = id->str();
+      fwd.attempt = n;
+      fwd.part = true;
+      fwd.local = true; // straight to its coordinator
+      bool final = is_final(rec.state);
+      int32_t attempts = r.attempts;
+      ask_node(self, st.membership, node, verb::logs, encode(fwd), peer_timeout::query)
+        .then(
+          [=](const std::string& body) mutable {
+            auto got = decode<logs_reply>(body, "logs");
+            if (!got)
+              return rp.deliver(make_error(errc::internal, got.error()));
+            got->attempts = attempts;
+            got->job_final = final;
+            rp.deliver(reply(*got));
+          },
+          [=](const caf::error& err) mutable { rp.deliver(err); });
+      return;
+    }
+  }
   auto path = req.rank >= 0 ? rank_log_path(at.log_out, req.rank)
                             : req.stream == "out" ? at.log_out : at.log_err;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  bool at_end = true;
-  if (fd >= 0) {
-    r.data.resize(max);
-    auto got = ::pread(fd, r.data.data(), max, static_cast<off_t>(req.offset));
-    r.data.resize(got > 0 ? static_cast<size_t>(got) : 0);
-    r.offset += r.data.size();
-    struct stat sb {};
-    ::fstat(fd, &sb);
-    at_end = static_cast<uint64_t>(sb.st_size) <= r.offset;
-    ::close(fd);
-  }
+  bool at_end = read_log(path, req.offset, max, r);
   bool last_attempt = n == rec.attempts.back().number;
   r.finished = at_end && (!last_attempt || at.outcome != "running");
   r.job_final = is_final(rec.state);

@@ -55,6 +55,9 @@ def app_gang_over_two_nodes(c):
           f"rank 0 got every rank's counts each step: {pi}")
     text = c.monkey("show", job).stdout
     check("ranks 0-1 on " in text and "ranks 2-3 on " in text, text)
+    for r in (0, 3):  # one part's node is not the owner: its logs are read there
+        log = c.monkey("logs", job, "--rank", str(r)).stdout
+        check(f"rank {r}: started: rank {r} of 4" in log, f"rank {r}'s log: {log}")
     # The same seed on one node gives the same estimate: the ranks' messages crossed nodes.
     c.env["MONKEY_ADDRESS"] = c.nodes["n1"]["address"]
     c.stop("n2")
@@ -76,6 +79,8 @@ def command_gang_over_two_nodes(c):
           f"every rank met the others: {met}")
     out = c.monkey("logs", job).stdout
     check("local rank 0 of 2, group 0" in out, f"rank 0's part: {out}")
+    log = c.monkey("logs", job, "--rank", "3").stdout
+    check("rank 3 of 4" in log and "local rank 1 of 2, group 1" in log, f"rank 3's log: {log}")
     bad = c.submit("--workers", "4", "--env", "GANG_FAIL_RANK=3", "--env", "GANG_NO_TORCH=1",
                    "--", "python3", SCRIPT)
     t0 = time.time()

@@ -457,7 +457,10 @@ struct logs_request {
   uint32_t max_bytes = 65536;
   bool local = false;
   int32_t rank = -1; ///< an app job's rank: that rank's log (`logs --rank R`)
-  MSGPACK_DEFINE_MAP(id, attempt, stream, offset, max_bytes, local, rank);
+  /// Between nodes: read the log of a gang part this node ran (full job id, attempt set),
+  /// without its record (the gang's owner asks the node that hosts the rank).
+  bool part = false;
+  MSGPACK_DEFINE_MAP(id, attempt, stream, offset, max_bytes, local, rank, part);
 };
 
 struct logs_reply {

@@ -41,6 +41,9 @@ constexpr size_t rounds_in_flight = 4;
 /// A gang refused a lease here is judged ahead of later gangs for this long after its last
 /// ask (its owner asks again about once a second while it waits).
 constexpr int64_t waiter_keep_ms = 3000;
+/// A gang whose round was refused asks again after this long (a node that refused it keeps
+/// its reserved start meanwhile: lease_waiters).
+constexpr int64_t retry_after_ms = 250;
 /// How long a granted lease holds its slots without a commit.
 constexpr int64_t lease_ttl_ms = 10'000;
 /// A part whose owner has not polled it for this long is stopped.
@@ -386,7 +389,9 @@ void on_lease_answer(coordinator_actor* self, const job_id& id, const std::strin
       st.gang_why[id] = "waits for its gang of " + std::to_string(rec ? rec->spec.workers : 0)
                         + " workers to be placed: the last placement round was refused ("
                         + refused + "); it tries again";
-    st.gang_next_ms[id] = now_ms() + 1000;
+    st.gang_next_ms[id] = now_ms() + retry_after_ms;
+    self->delayed_send(self, std::chrono::milliseconds(retry_after_ms + 5),
+                       atoms::schedule::value);
     return;
   }
   commit_gang(self, id, std::move(round_copy));
@@ -594,8 +599,8 @@ void poll_gang(coordinator_actor* self, const job_id& id) {
   auto g = run->second.gang;
   std::vector<std::string> nodes;
   for (auto& p : g->parts)
-    if (g->status.count(p.node)) // its start was acknowledged
-      nodes.push_back(p.node);
+    if (auto s = g->status.find(p.node); s != g->status.end() && s->second.state == "running")
+      nodes.push_back(p.node); // started (acknowledged) and not known to have ended
   if (nodes.empty())
     return;
   g->polling = true;
@@ -679,10 +684,10 @@ void place_gangs(coordinator_actor* self, const std::vector<queued_job>& queue,
                 + " of " + std::to_string(spec.cpus) + " cpus"
                 + (spec.gpus > 0 ? ", " + std::to_string(spec.gpus) + " gpus" : std::string{});
     auto& refused = st.gang_refused[q.id];
-    auto candidates = [&](bool now_room, bool skip_refused) {
+    auto candidates = [&](bool now_room, bool skip_refused, bool skip_reserved = true) {
       std::vector<node_room> nodes;
       auto skip = [&](const std::string& n) {
-        return reserved.count(n) || (skip_refused && refused.count(n));
+        return (skip_reserved && reserved.count(n)) || (skip_refused && refused.count(n));
       };
       if (!skip(st.self_node())) {
         node_room me;
@@ -733,9 +738,15 @@ void place_gangs(coordinator_actor* self, const std::vector<queued_job>& queue,
       gp = plan_gang(per, rec->spec.workers, candidates(true, false), what);
     }
     if (gp.parts.empty()) {
-      auto whole = plan_gang(per, rec->spec.workers, candidates(false, false), what);
-      st.gang_why[q.id] = whole.parts.empty() ? whole.why : gp.why;
-      for (auto& p : whole.parts)
+      auto mine = plan_gang(per, rec->spec.workers, candidates(false, false), what);
+      auto whole = plan_gang(per, rec->spec.workers, candidates(false, false, false), what);
+      st.gang_why[q.id] = whole.parts.empty() ? whole.why
+                          : mine.parts.empty()
+                            ? "waits behind earlier gangs of its owner (the gang order: "
+                              "priority, then submit time): the nodes it needs are reserved "
+                              "for them"
+                            : gp.why;
+      for (auto& p : mine.parts)
         reserved.insert(p.node);
       continue;
     }

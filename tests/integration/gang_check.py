@@ -64,6 +64,8 @@ else:
         sys.exit("could not reach rank 0")
     met = world
 print(f"MONKEY_METRIC step=1 met={met} torch=0", flush=True)
+if os.environ.get("GANG_LINGER_RANK") == str(rank):  # its part ends seconds after the others
+    time.sleep(3)
 if os.environ.get("GANG_FAIL_RANK") == str(rank):
     sys.exit(5)
 if os.environ.get("GANG_FAIL_RANK"):

@@ -42,7 +42,7 @@ def app_gang_over_two_nodes(c):
     job = c.submit("--app", "hello", "--workers", "4", "--set", "steps=6", "--set",
                    "samples=20000", "--seed", "5")
     s = c.wait_final(job, 90)
-    check(s["state"] == "succeeded", f"the gang succeeded: {s}")
+    check(s["state"] == "succeeded" and len(s["attempts"]) == 1, f"the gang succeeded: {s}")
     hosts = s["attempts"][-1]["hosts"]
     check(len(hosts) == 2 and {h.rsplit(":", 1)[1] for h in hosts} == {"0-1", "2-3"},
           f"two parts of two ranks: {hosts}")
@@ -71,9 +71,12 @@ def command_gang_over_two_nodes(c):
     part (LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK), rank 0's MASTER_ADDR:MASTER_PORT
     reached from both nodes; a failing rank on one node stops the part on the other."""
     two_nodes(c)
-    job = c.submit("--workers", "4", "--env", "GANG_NO_TORCH=1", "--", "python3", SCRIPT)
+    # Rank 3 lingers: its part ends 3 s after rank 0's; the attempt waits for it.
+    job = c.submit("--workers", "4", "--env", "GANG_NO_TORCH=1", "--env", "GANG_LINGER_RANK=3",
+                   "--", "python3", SCRIPT)
     s = c.wait_final(job, 90)
-    check(s["state"] == "succeeded", f"the gang succeeded: {s}")
+    check(s["state"] == "succeeded" and len(s["attempts"]) == 1,
+          f"the gang succeeded in one attempt, its parts ending apart: {s}")
     met = metric_points(c, job, "met")
     check(sorted(p["rank"] for p in met) == [0, 1, 2, 3] and all(p["value"] == 4 for p in met),
           f"every rank met the others: {met}")

@@ -667,9 +667,10 @@ void place_gangs(coordinator_actor* self, const std::vector<queued_job>& queue,
     auto& q = *qp;
     if (!q.blocked.empty() && !st.gang_rounds.count(q.id))
       continue; // not eligible now (dependencies, backoff, draining): reserves nothing
+    // (A gang with dependencies is placed once they are met: q.blocked says so until then;
+    // its owner stays its owner, so nothing moves across owners.)
     auto* rec = st.book.owned(q.id);
-    if (!rec || !rec->spec.after.empty()
-        || std::find(plan.start.begin(), plan.start.end(), q.id) != plan.start.end())
+    if (!rec || std::find(plan.start.begin(), plan.start.end(), q.id) != plan.start.end())
       continue;
     if (auto r = st.gang_rounds.find(q.id); r != st.gang_rounds.end()) {
       for (auto& p : r->second.parts)
@@ -799,6 +800,8 @@ void gang_tick(coordinator_actor* self) {
   }
   for (auto& [attempt, why] : drop)
     kill_part(self, attempt, why);
+  if (!drop.empty())
+    check_drained(self); // `monkey drain` waits for the parts run here
 }
 
 void on_lease(coordinator_actor* self, caf::response_promise rp, const lease_request& req) {

@@ -404,6 +404,9 @@ void check_drained(coordinator_actor* self) {
   hand_over(self, ids); // e.g. a failed attempt requeued for a retry
   if (!st.running.empty() || !st.finals.empty())
     return;
+  for (auto& [attempt, p] : st.parts)
+    if (p.status.state == "running" || !p.reported)
+      return; // a gang part run here for another owner: it ends, and its owner hears of it
   for (auto& [id, rec] : st.book.owned_all())
     if (!is_final(rec.state))
       return; // not handed over yet

@@ -38,6 +38,8 @@ if torch is not None and os.environ.get("GANG_NO_TORCH") != "1":
     assert all(torch.allclose(g, w) for g in gathered), "DDP averaged the gradients"
     dist.destroy_process_group()
     print(f"MONKEY_METRIC step=1 met={world} torch=1", flush=True)
+    if os.environ.get("GANG_LINGER_RANK") == str(rank):
+        time.sleep(3)
     sys.exit(0)
 
 if rank == 0:

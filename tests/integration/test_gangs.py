@@ -69,11 +69,12 @@ def app_gang_over_two_nodes(c):
 def command_gang_over_two_nodes(c):
     """`--workers 4 -- python3 gang_check.py` over two nodes: torchrun's variables per
     part (LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK), rank 0's MASTER_ADDR:MASTER_PORT
-    reached from both nodes; a failing rank on one node stops the part on the other."""
+    reached from both nodes (a DDP step over gloo when torch is installed); a failing rank
+    on one node stops the part on the other."""
     two_nodes(c)
     # Rank 3 lingers: its part ends 3 s after rank 0's; the attempt waits for it.
-    job = c.submit("--workers", "4", "--env", "GANG_NO_TORCH=1", "--env", "GANG_LINGER_RANK=3",
-                   "--", "python3", SCRIPT)
+    # With python3-torch installed this is a DDP step over gloo across the two nodes.
+    job = c.submit("--workers", "4", "--env", "GANG_LINGER_RANK=3", "--", "python3", SCRIPT)
     s = c.wait_final(job, 90)
     check(s["state"] == "succeeded" and len(s["attempts"]) == 1,
           f"the gang succeeded in one attempt, its parts ending apart: {s}")
@@ -84,6 +85,12 @@ def command_gang_over_two_nodes(c):
     check("local rank 0 of 2, group 0" in out, f"rank 0's part: {out}")
     log = c.monkey("logs", job, "--rank", "3").stdout
     check("rank 3 of 4" in log and "local rank 1 of 2, group 1" in log, f"rank 3's log: {log}")
+    # A gang with a dependency is placed across nodes once it is met.
+    dep = c.submit("--workers", "4", "--env", "GANG_NO_TORCH=1", "--after", f"ok:{job}",
+                   "--", "python3", SCRIPT)
+    s = c.wait_final(dep, 90)
+    check(s["state"] == "succeeded" and len(s["attempts"][-1]["hosts"]) == 2,
+          f"the dependent gang ran on two nodes: {s}")
     bad = c.submit("--workers", "4", "--env", "GANG_FAIL_RANK=3", "--env", "GANG_NO_TORCH=1",
                    "--", "python3", SCRIPT)
     t0 = time.time()

@@ -99,6 +99,8 @@ status validate(const job_spec& s) {
     return failure{"max_requeues: must be between 0 and 1000, got " + std::to_string(s.max_requeues)};
   if (!(s.timeout_s >= 0) || s.timeout_s > 365.0 * 86400)
     return failure{"timeout: must be between 0 (none) and one year in seconds"};
+  if (!(s.time_estimate_s >= 0) || s.time_estimate_s > 365.0 * 86400)
+    return failure{"time_estimate: must be between 0 (none) and one year in seconds"};
   if (s.priority < -1000000 || s.priority > 1000000)
     return failure{"priority: must be between -1000000 and 1000000"};
   if (s.name.size() > 256)

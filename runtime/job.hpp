@@ -47,6 +47,10 @@ struct job_spec {
   int32_t retries = 0;      ///< more attempts after the job itself fails
   int32_t max_requeues = 5; ///< separate budget for attempts lost to runtime crashes
   double timeout_s = 0;     ///< 0: none
+  /// How long an attempt is expected to run (`--time-estimate`, key `time_estimate`): for
+  /// backfill only, nothing is stopped at it. 0: none (without a timeout either, the job is
+  /// never backfilled and running, it holds its slots for an unknown time).
+  double time_estimate_s = 0;
   int32_t priority = 0;     ///< higher runs first
   std::string workdir;
   std::map<std::string, std::string> env;
@@ -69,7 +73,7 @@ struct job_spec {
   MSGPACK_DEFINE_MAP(name, command, app, params, cpus, gpus, gpu_mem_mb, mem_mb, tags, retries,
                      max_requeues, timeout_s, priority, workdir, env, seed, has_seed, after, array,
                      array_index, user, host, retry_backoff_s, retry_backoff_max_s, workers,
-                     app_build);
+                     app_build, time_estimate_s);
 };
 
 struct attempt_record {
@@ -96,6 +100,12 @@ struct attempt_record {
                      ended_ms, pid, pgid, start_ticks, cgroup, exit_code, term_signal, max_rss_kb,
                      cpu_s, log_out, log_err, gpus, hosts);
 };
+
+/// How long placement counts on an attempt of the job running: its timeout, else its time
+/// estimate, else 0 (unknown).
+inline double run_bound_s(const job_spec& s) {
+  return s.timeout_s > 0 ? s.timeout_s : s.time_estimate_s;
+}
 
 struct job_record {
   job_id id;

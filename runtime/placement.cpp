@@ -136,9 +136,10 @@ placement_plan plan_placement(const resources& total, const std::vector<running_
     if (!fits(free, q.need))
       why += "; " + shortage(free, q.need);
     else if (q.timeout_s <= 0)
-      why += "; backfill needs a timeout that ends before then, and this job has none";
+      why += "; backfill needs a timeout or a time estimate that ends before then, and this job "
+             "has none";
     else
-      why += "; its timeout of " + std::to_string(static_cast<int64_t>(q.timeout_s))
+      why += "; its timeout (or time estimate) of " + std::to_string(static_cast<int64_t>(q.timeout_s))
              + " s would end after the reservation starts";
     out.why[q.id] = why;
   }

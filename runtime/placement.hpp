@@ -2,7 +2,8 @@
 #pragma once
 // Placement on one node: strict priority, first-come-first-served within a priority, and
 // EASY backfill (the first job that does not fit gets a reservation; a later job may start
-// only if its timeout ends before that reservation can start). A pure function, so every
+// only if its timeout, or else its time estimate, ends before that reservation can start;
+// queued_job::timeout_s carries that bound). A pure function, so every
 // decision and every "why" is unit-tested. Plain C++.
 
 #include <cstdint>

@@ -143,6 +143,11 @@ job_spec parse_node(const reader& r, const YAML::Node& root) {
       if (!d)
         r.fail(v, key, d.error());
       s.timeout_s = *d;
+    } else if (key == "time_estimate") {
+      auto d = parse_duration_s(r.scalar(v, key));
+      if (!d)
+        r.fail(v, key, d.error());
+      s.time_estimate_s = *d;
     } else if (key == "retry_backoff") {
       auto b = parse_backoff(r.scalar(v, key));
       if (!b)
@@ -181,8 +186,8 @@ job_spec parse_node(const reader& r, const YAML::Node& root) {
     } else
       r.fail(it->first, key,
              "unknown field (known: name, command, app, params, resources, retries, "
-             "retry_backoff, max_requeues, timeout, priority, workdir, env, seed, tags, after, array, "
-             "workers)");
+             "retry_backoff, max_requeues, timeout, time_estimate, priority, workdir, env, seed, tags, "
+             "after, array, workers)");
   }
   if (s.command.empty() && s.app.empty())
     r.fail(root, "command", "missing required field (or give app)");

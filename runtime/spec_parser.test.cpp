@@ -14,6 +14,7 @@ TEST_CASE("a YAML spec with every field parses", "[runtime][spec]") {
                            "retries: 3\n"
                            "max_requeues: 2\n"
                            "timeout: 10m\n"
+                           "time_estimate: 5m\n"
                            "priority: 5\n"
                            "workdir: /tmp\n"
                            "env: {A: b}\n"
@@ -31,10 +32,26 @@ TEST_CASE("a YAML spec with every field parses", "[runtime][spec]") {
   CHECK(s->gpu_mem_mb == 8192);
   CHECK(s->retries == 3);
   CHECK(s->timeout_s == 600);
+  CHECK(s->time_estimate_s == 300);
+  CHECK(run_bound_s(*s) == 600); // the timeout bounds the attempt; the estimate is a hint
   CHECK(s->seed == 42);
   CHECK(s->has_seed);
   CHECK(s->after.at(0).job.str() == dep);
   CHECK(s->array == "0-9");
+}
+
+TEST_CASE("a time estimate stands in for a missing timeout in placement, and is checked",
+          "[runtime][spec]") {
+  auto s = parse_spec_text("command: [a]\ntime_estimate: 90s\n", "job.yaml");
+  REQUIRE(s);
+  CHECK(s->timeout_s == 0);
+  CHECK(run_bound_s(*s) == 90);
+  auto bad = parse_spec_text("command: [a]\ntime_estimate: soon\n", "job.yaml");
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error(), Catch::Contains("time_estimate"));
+  auto plain = parse_spec_text("command: [a]\n", "job.yaml");
+  REQUIRE(plain);
+  CHECK(run_bound_s(*plain) == 0);
 }
 
 TEST_CASE("JSON specs parse too", "[runtime][spec]") {

@@ -143,7 +143,7 @@ std::vector<queued_job> placement_queue(coordinator_state& st, std::vector<job_i
     q.priority = rec->spec.priority;
     q.submit_seq = rec->submit_seq;
     q.need = need_of(rec->spec);
-    q.timeout_s = rec->spec.timeout_s;
+    q.timeout_s = run_bound_s(rec->spec);
     if (!rec->spec.after.empty()) {
       auto deps = check_dependencies(*rec, state_of);
       if (deps.kind == dependency_check::never) {
@@ -253,8 +253,8 @@ void start_attempt(coordinator_actor* self, const job_id& id) {
                            now, dir, std::vector<int32_t>(run.gpus.begin(), run.gpus.end()));
   run.attempt = at.number;
   run.attempt_id = at.id.str();
-  run.end_ms = rec->spec.timeout_s > 0
-                 ? now + static_cast<int64_t>(rec->spec.timeout_s * 1000)
+  run.end_ms = run_bound_s(rec->spec) > 0
+                 ? now + static_cast<int64_t>(run_bound_s(rec->spec) * 1000)
                  : no_end;
   auto gpus = run.gpus;
   st.running[id] = std::move(run);

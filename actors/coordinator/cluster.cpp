@@ -59,8 +59,8 @@ void readopt(coordinator_actor* self, job_record rec) {
   run.attempt = at.number;
   run.attempt_id = at.id.str();
   run.use = need_of(rec.spec);
-  run.end_ms = rec.spec.timeout_s > 0
-                 ? at.started_ms + static_cast<int64_t>(rec.spec.timeout_s * 1000)
+  run.end_ms = run_bound_s(rec.spec) > 0
+                 ? at.started_ms + static_cast<int64_t>(run_bound_s(rec.spec) * 1000)
                  : no_end;
   run.gpus.assign(at.gpus.begin(), at.gpus.end());
   for (int g : run.gpus)

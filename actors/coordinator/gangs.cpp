@@ -229,7 +229,7 @@ lease_reply start_part(coordinator_actor* self, const gang_start_request& req) {
     p.gpus.push_back(*st.free_gpus.begin());
     st.free_gpus.erase(st.free_gpus.begin());
   }
-  p.end_ms = rec.spec.timeout_s > 0 ? now + static_cast<int64_t>(rec.spec.timeout_s * 1000)
+  p.end_ms = run_bound_s(rec.spec) > 0 ? now + static_cast<int64_t>(run_bound_s(rec.spec) * 1000)
                                     : no_end;
   p.status.job = rec.id.str();
   p.status.attempt = p.attempt_id;
@@ -420,7 +420,7 @@ void start_round(coordinator_actor* self, const job_record& rec, std::vector<gan
     req.gpu_mem_mb = use.gpu_mem_mb;
     req.tags = use.tags;
     req.workers = static_cast<int32_t>(p.ranks.size());
-    req.timeout_s = rec.spec.timeout_s;
+    req.timeout_s = run_bound_s(rec.spec);
     req.ttl_ms = lease_ttl_ms;
     auto node = p.node;
     ask_part_node<lease_reply>(self, node, verb::peer_lease, req, grant_lease,
@@ -481,7 +481,8 @@ void commit_gang(coordinator_actor* self, const job_id& id, gang_round round) {
   run_info run;
   run.attempt = at.number;
   run.attempt_id = at.id.str();
-  run.end_ms = rec->spec.timeout_s > 0 ? now + static_cast<int64_t>(rec->spec.timeout_s * 1000)
+  run.end_ms = run_bound_s(rec->spec) > 0
+                 ? now + static_cast<int64_t>(run_bound_s(rec->spec) * 1000)
                                        : no_end;
   run.gang = std::make_shared<gang_run>();
   run.gang->parts = round.parts;

@@ -75,7 +75,7 @@ void reserve_round(coordinator_actor* self) {
     q.id = p.rec.id;
     q.priority = p.rec.spec.priority;
     q.need = need_of(p.rec.spec);
-    q.timeout_s = p.rec.spec.timeout_s;
+    q.timeout_s = run_bound_s(p.rec.spec);
     asks.push_back(q);
   }
   bool open = st.accepting && !st.leaving && st.view.majority() && st.synced;

@@ -179,6 +179,30 @@ def competing_gangs_in_order(c):
           f"{[first, high, low, later]}")
 
 
+def time_estimate_backfills(c):
+    """EASY backfill on a node with the job's runtime estimate: behind a waiting job that
+    holds the reservation, a job with --time-estimate that ends before it starts at once;
+    one with neither a timeout nor an estimate waits, saying why."""
+    c.start("n1", "--cpus", "2")
+    first = c.submit("--cpus", "1", "--timeout", "8s", "--", "sleep", "5")
+    wait_until(lambda: c.show(first)["state"] == "running", 20, "the first job to run")
+    big = c.submit("--cpus", "2", "--", "sleep", "1")
+    short = c.submit("--cpus", "1", "--time-estimate", "2s", "--", "sleep", "1")
+    plain = c.submit("--cpus", "1", "--", "sleep", "1")
+    s = c.wait_final(short, 30)
+    check(s["state"] == "succeeded", f"the estimated job ran: {s}")
+    why = c.monkey("why", plain).stdout
+    check("backfill needs a timeout or a time estimate" in why, f"why: {why}")
+    for j in (first, big, plain):
+        check(c.wait_final(j, 60)["state"] == "succeeded", f"{j} finished")
+    at = {j: c.show(j)["attempts"][-1] for j in (first, big, short, plain)}
+    check(at[short]["started_ms"] < at[first]["ended_ms"],
+          "the job with an estimate backfilled while the first one ran")
+    check(at[plain]["started_ms"] >= at[big]["started_ms"],
+          "the job without one waited behind the reservation")
+
+
 if __name__ == "__main__":
     run(app_gang_over_two_nodes, command_gang_over_two_nodes, more_workers_than_nodes_wait,
-        cancel_stops_every_part, executor_killed_gang_restarts, competing_gangs_in_order)
+        cancel_stops_every_part, executor_killed_gang_restarts, competing_gangs_in_order,
+        time_estimate_backfills)

@@ -16,7 +16,7 @@ namespace monkey::cli {
 namespace {
 
 struct submit_options {
-  std::string name, file, timeout, backoff, mem, gpu_mem, workdir, array, app_name, key;
+  std::string name, file, timeout, estimate, backoff, mem, gpu_mem, workdir, array, app_name, key;
   int cpus = 1, gpus = 0, retries = 0, max_requeues = 5, priority = 0, workers = 1;
   uint64_t seed = 0;
   std::vector<std::string> sets, envs, afters, tags;
@@ -66,6 +66,12 @@ expected<job_spec> build_spec(const submit_options& o, const CLI::App& sub,
     if (!t)
       return failure{"--timeout: " + t.error()};
     spec.timeout_s = *t;
+  }
+  if (given("--time-estimate")) {
+    auto t = parse_duration_s(o.estimate);
+    if (!t)
+      return failure{"--time-estimate: " + t.error()};
+    spec.time_estimate_s = *t;
   }
   if (given("--retry-backoff")) {
     auto b = parse_backoff(o.backoff);
@@ -253,6 +259,9 @@ verb_def add_submit(CLI::App& app) {
   s->add_option("--max-requeues", o->max_requeues, "attempts lost to node crashes that are requeued")
     ->check(CLI::Range(0, 1000));
   s->add_option("--timeout", o->timeout, "time limit per attempt, e.g. 90s, 10m, 2h");
+  s->add_option("--time-estimate", o->estimate,
+                "how long an attempt is expected to run, for backfill only (nothing is "
+                "stopped at it; without it or --timeout the job is never backfilled), e.g. 10m");
   s->add_option("--priority", o->priority, "higher runs first");
   s->add_option("--workdir", o->workdir, "working directory");
   s->add_option("--env", o->envs, "NAME=VALUE (repeatable)");

@@ -111,6 +111,8 @@ def more_workers_than_nodes_wait(c):
                               else None)(c.monkey("why", job).stdout), 20, "the reason")
     check("room for 4" in why, why)
     c.start("n3", "--cpus", "2", "--join", c.nodes["n1"]["address"])
+    # Asked through n1: a node that joined a moment ago may not resolve ids yet.
+    c.env["MONKEY_ADDRESS"] = c.nodes["n1"]["address"]
     s = c.wait_final(job, 90)
     check(s["state"] == "succeeded" and len(s["attempts"][-1]["hosts"]) == 3,
           f"placed on the three nodes once the third joined: {s}")

@@ -123,6 +123,9 @@ using start_atom = caf::atom_constant<caf::atom("a_start")>;
 /// Asked of a host's rank directory by the other hosts of a gang across nodes.
 using directory_atom = caf::atom_constant<caf::atom("a_dir")>;
 
+/// Reports in a row answered "this attempt does not run on this node" before the host stops.
+constexpr int orphan_reports = 10;
+
 /// How long a host of a gang across nodes waits for every other host to be ready.
 constexpr std::chrono::seconds assemble_limit{120};
 
@@ -352,8 +355,12 @@ public:
       if (!r) {
         std::fprintf(stderr, "app host: %zu metric points not delivered: %s\n", req.points.size(),
                      r.error().c_str());
+        // The node no longer runs this attempt (its coordinator restarted, or voided it).
+        if (r.error().find("does not run on this node") != std::string::npos)
+          ++unknown_reports_;
         continue;
       }
+      unknown_reports_ = 0;
       if (auto answer = decode<app_report_reply>(*r, "app report")) {
         for (auto rank : answer->kill_ranks)
           kill_rank(rank);
@@ -482,6 +489,10 @@ public:
                      stop_.c_str());
         return 1;
       }
+      if (unknown_reports_ >= orphan_reports) {
+        std::fprintf(stderr, "app host: its node no longer runs this attempt; stopping\n");
+        return 3;
+      }
       if (std::chrono::steady_clock::now() > until) {
         std::fprintf(stderr, "app host: the other hosts of the gang were not ready within %lld "
                              "s; the attempt fails\n",
@@ -590,6 +601,9 @@ public:
       if (gateway_down) {
         std::fprintf(stderr, "app host: lost the connection to its node; stopping\n");
         exit_code = 3;
+      } else if (unknown_reports_ >= orphan_reports) {
+        std::fprintf(stderr, "app host: its node no longer runs this attempt; stopping\n");
+        exit_code = 3;
       } else if (stop_signal != 0) {
         exit_code = 128 + stop_signal;
       } else if (live_.empty() && stopping.empty() && to_restart.empty()
@@ -632,6 +646,7 @@ private:
   caf::actor directory_;
   std::vector<std::string> peers_; ///< every host's directory, from the node
   std::string stop_;               ///< the node asked the host to stop (why)
+  int unknown_reports_ = 0;        ///< reports in a row the node answered "not running here"
 };
 
 int host_main(const definition& app) {

@@ -333,12 +333,8 @@ void schedule(coordinator_actor* self) {
   // Gangs of other owners waiting for this node's slots keep their place (EASY): with any,
   // the own queue is ordered by submit time too, as the gangs are.
   auto judged = queue;
-  if (auto waiting = lease_waiting(st); !waiting.empty()) {
-    for (auto& q : judged)
-      if (auto* rec = st.book.owned(q.id))
-        q.submit_seq = static_cast<uint64_t>(std::max<int64_t>(0, rec->submitted_ms));
-    judged.insert(judged.end(), waiting.begin(), waiting.end());
-  }
+  if (auto waiting = lease_waiting(st); !waiting.empty())
+    by_submit_time(st, judged).insert(judged.end(), waiting.begin(), waiting.end());
   auto plan = plan_placement(st.cfg.total, placement_running(st), std::move(judged), now_ms(),
                              false);
   for (auto& id : plan.start)
@@ -486,6 +482,15 @@ void on_done(coordinator_actor* self, const job_id& id, int32_t number,
   if (run->second.worker)
     self->unlink_from(run->second.worker);
   st.running.erase(run);
+  attempt_ended(self, id, before);
+  check_drained(self);
+}
+
+void attempt_ended(coordinator_actor* self, const job_id& id, const job_record& before) {
+  auto& st = self->state;
+  auto* rec = st.book.owned(id);
+  if (!rec)
+    return;
   st.book.requeue_if_queued(id);
   // Its slots are free now: place the next job without waiting for the commit. A
   // shutdown waits for it, so that no final state is lost at a clean stop.
@@ -494,7 +499,13 @@ void on_done(coordinator_actor* self, const job_id& id, int32_t number,
     commit_final(self, id, before, [=](final_outcome) { maybe_finish_shutdown(self); });
   else
     persist(self, {*rec}, [=](const persist_result&) { maybe_finish_shutdown(self); });
-  check_drained(self);
+}
+
+std::vector<queued_job>& by_submit_time(const coordinator_state& st, std::vector<queued_job>& queue) {
+  for (auto& q : queue)
+    if (auto* rec = st.book.owned(q.id))
+      q.submit_seq = static_cast<uint64_t>(std::max<int64_t>(0, rec->submitted_ms));
+  return queue;
 }
 
 size_t void_attempt(coordinator_actor* self, const job_id& id, const std::string& why) {

@@ -145,32 +145,17 @@ lease_reply grant_lease(coordinator_actor* self, const lease_request& req) {
     held.push_back(l.hold);
   // The own queue in the same order as the gangs: priority, then submit time.
   auto queue = placement_queue(st, nullptr);
-  for (auto& q : queue)
-    if (auto* rec = st.book.owned(q.id))
-      q.submit_seq = static_cast<uint64_t>(std::max<int64_t>(0, rec->submitted_ms));
+  by_submit_time(st, queue);
   lease_ask ask;
   ask.order = gang_order{req.priority, req.submitted_ms, req.job};
   ask.use = use;
   ask.timeout_s = req.timeout_s;
   // Other owners' gangs refused here lately wait like this node's own queued jobs: an
   // earlier one holds its reserved start against this ask.
-  uint64_t fake = 0;
-  for (auto it = st.lease_waiters.begin(); it != st.lease_waiters.end();) {
-    if (it->second.second < now) {
-      it = st.lease_waiters.erase(it);
-      continue;
-    }
-    if (it->first != *id) {
-      queued_job q;
-      q.id = job_id{std::numeric_limits<uint64_t>::max() - 2, ++fake};
-      q.priority = it->second.first.order.priority;
-      q.submit_seq = static_cast<uint64_t>(std::max<int64_t>(0, it->second.first.order.submitted_ms));
-      q.need = it->second.first.use;
-      q.timeout_s = it->second.first.timeout_s;
-      queue.push_back(q);
-    }
-    ++it;
-  }
+  for (auto it = st.lease_waiters.begin(); it != st.lease_waiters.end();)
+    it = it->second.second < now ? st.lease_waiters.erase(it) : std::next(it);
+  auto waiting = lease_waiting(st, &*id);
+  queue.insert(queue.end(), waiting.begin(), waiting.end());
   auto d = judge_leases(st.cfg.total, placement_running(st, false), held, queue, {ask}, now);
   if (d.granted.empty())
     st.lease_waiters[*id] = {ask, now + waiter_keep_ms};
@@ -459,12 +444,7 @@ void lose_gang(coordinator_actor* self, const job_id& id, const std::string& cau
   mark_lost(*rec, cause, now_ms());
   st.log->warn("job {} attempt {}: {}", id.short_str(), run->second.attempt, cause);
   st.running.erase(run);
-  st.book.requeue_if_queued(id);
-  request_schedule(self);
-  if (is_final(rec->state))
-    commit_final(self, id, before, [=](final_outcome) { maybe_finish_shutdown(self); });
-  else
-    persist(self, {*rec}, [=](const persist_result&) { maybe_finish_shutdown(self); });
+  attempt_ended(self, id, before);
 }
 
 void commit_gang(coordinator_actor* self, const job_id& id, gang_round round) {
@@ -937,12 +917,12 @@ bool spans_nodes(const attempt_record& at, const std::string& self) {
   return false;
 }
 
-std::vector<queued_job> lease_waiting(const coordinator_state& st) {
+std::vector<queued_job> lease_waiting(const coordinator_state& st, const job_id* except) {
   std::vector<queued_job> out;
   auto now = now_ms();
   uint64_t fake = 0;
   for (auto& [id, w] : st.lease_waiters) {
-    if (w.second < now)
+    if (w.second < now || (except && id == *except))
       continue;
     queued_job q;
     q.id = job_id{std::numeric_limits<uint64_t>::max() - 3, ++fake};

@@ -329,6 +329,12 @@ resources need_of(const job_spec& s);
 std::string job_log_dir(const coordinator_state& st, const job_id& id);
 /// The other alive members with enough CPUs and GPUs for `need` (offers go to them).
 std::vector<std::string> members_with_room(const coordinator_state& st, const resources& need);
+/// The owned job `id` left its running attempt (`before`: its record until then): queued
+/// again or final, its slots free; the next placement runs and the record is committed.
+void attempt_ended(coordinator_actor* self, const job_id& id, const job_record& before);
+/// `queue` with each own job's submit_seq set to its submit time (the gang order's).
+std::vector<queued_job>& by_submit_time(const coordinator_state& st,
+                                        std::vector<queued_job>& queue);
 void on_started(coordinator_actor* self, const job_id& id, int32_t number,
                 const launch_result& res);
 void on_done(coordinator_actor* self, const job_id& id, int32_t number,
@@ -414,7 +420,8 @@ void stop_gang_parts(coordinator_actor* self, const job_id& id, const run_info& 
 bool spans_nodes(const attempt_record& at, const std::string& self);
 /// Other owners' gangs refused a lease here lately, as queued jobs (submit_seq: the submit
 /// time): the local plan keeps their reserved start.
-std::vector<queued_job> lease_waiting(const coordinator_state& st);
+/// `except`: a gang left out (the one being judged).
+std::vector<queued_job> lease_waiting(const coordinator_state& st, const job_id* except = nullptr);
 /// Why a queued gang waits, when placement across nodes knows ("" otherwise).
 std::string gang_wait(const coordinator_state& st, const job_id& id);
 

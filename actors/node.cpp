@@ -6,6 +6,7 @@
 
 #include <thread>
 
+#include "actors/checkpoints.hpp"
 #include "actors/device_proxy.hpp"
 #include "actors/gateway/gateway.hpp"
 #include "actors/journal_actor.hpp"
@@ -46,7 +47,7 @@ std::string published_address(const publish_state& pub) {
 }
 
 /// The core supervisor's children, in start order (rest_for_one: a restart restarts the
-/// ones after it): journal, devices, tasks, coordinator, router.
+/// ones after it): journal, devices, tasks, coordinator, router, checkpoints.
 std::vector<child_spec> core_children(const node_setup& setup,
                                       std::shared_ptr<publish_state> pub) {
   auto cfg = setup.coordinator;
@@ -89,6 +90,16 @@ std::vector<child_spec> core_children(const node_setup& setup,
   core.push_back({"router",
                   [rc](caf::actor_system& s, const sibling_map& siblings) {
                     return spawn_router(s, rc, siblings.at("coordinator"), siblings.at("tasks"));
+                  },
+                  restart_policy::permanent, false});
+  auto ck = setup.checkpoints;
+  if (ck.root.empty()) // a node started without one (tests): beside the journal
+    ck.root = cfg.data_dir + "/checkpoints";
+  if (ck.node.empty())
+    ck.node = cfg.node.str();
+  core.push_back({"checkpoints",
+                  [ck](caf::actor_system& s, const sibling_map&) {
+                    return spawn_checkpoints(s, ck);
                   },
                   restart_policy::permanent, false});
   return core;

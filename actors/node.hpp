@@ -8,7 +8,8 @@
 //   │   ├── devices (one_for_one)  one device proxy per device, each with a task worker per slot
 //   │   ├── tasks                  task batches (actors/tasks)
 //   │   ├── coordinator            lists its workers; restarted, it recovers from the journal
-//   │   └── router                 client requests that span the cluster (actors/router)
+//   │   ├── router                 client requests that span the cluster (actors/router)
+//   │   └── checkpoints            checkpoint store and blob server (actors/checkpoints)
 //   ├── gateway                    authenticates sessions, routes their verbs
 //   └── membership                 SWIM membership; registered as "membership"
 //
@@ -23,6 +24,7 @@
 
 #include <caf/actor.hpp>
 
+#include "actors/checkpoints.hpp"
 #include "actors/coordinator/coordinator.hpp"
 #include "runtime/expected.hpp"
 #include "runtime/journal/journal.hpp"
@@ -42,6 +44,7 @@ struct node_setup {
   std::vector<std::string> seeds; ///< members to join through (--join)
   std::chrono::milliseconds suspicion_timeout{1500};
   uint32_t task_chunk = 256;      ///< most tasks handed to a device proxy in one message
+  checkpoints_config checkpoints; ///< the checkpoint store and its blob server
 };
 
 struct node_handles {

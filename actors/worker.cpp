@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "actors/worker.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <fcntl.h>
+#include <filesystem>
 #include <map>
 #include <unistd.h>
 
 #include <caf/all.hpp>
 
 #include "runtime/wire/atoms.hpp"
+#include "actors/checkpoints.hpp"
 #include "actors/messages.hpp"
+#include "runtime/errc.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/process/proc.hpp"
 
@@ -38,12 +42,25 @@ struct worker_state {
   int64_t over_limit_kb = 0; ///< the memory watch killed it with this much resident
   int cgroup_mem = -1;       ///< the cgroup sets memory.max: 1, 0, or -1 not read yet
   int ticks = 0;
+  // checkpoints (args.ckpt)
+  int64_t ckpt_step = -1;     ///< the last MONKEY_CHECKPOINT step
+  bool ckpt_busy = false;     ///< a save of the directory is under way
+  int64_t ckpt_pending = -2;  ///< a save asked for meanwhile (its step; -2: none)
+  std::string ckpt_sig;       ///< the directory as it was at the last save
+  bool ckpt_ok = true;        ///< the last save of the directory succeeded (or none was due)
+  bool finishing = false;     ///< the child exited: the outcome goes out after the last save
+  attempt_result outcome;
+  int64_t resumed_step = -1;
+  std::string resumed_from;
   static inline const char* name = "worker";
 };
 
 using worker_actor = caf::stateful_actor<worker_state>;
 
-// Reads new stdout bytes and forwards MONKEY_METRIC lines to the journal, rate-capped.
+void save_checkpoint(worker_actor* self, int64_t step);
+
+// Reads new stdout bytes and forwards MONKEY_METRIC lines to the journal, rate-capped;
+// MONKEY_CHECKPOINT lines save the checkpoint directory.
 void scan_metrics(worker_actor* self) {
   auto& st = self->state;
   if (st.args.stdout_path.empty())
@@ -71,7 +88,11 @@ void scan_metrics(worker_actor* self) {
         break;
       std::string_view line(st.partial_line.data() + start, nl - start);
       std::vector<std::pair<std::string, double>> kv;
-      if (parse_metric_line(line, kv)) {
+      int64_t ckpt_step = -1;
+      if (st.args.ckpt.capture && parse_checkpoint_line(line, ckpt_step)) {
+        st.ckpt_step = ckpt_step >= 0 ? ckpt_step : st.ckpt_step + 1;
+        save_checkpoint(self, st.ckpt_step);
+      } else if (parse_metric_line(line, kv)) {
         // `step=` and `rank=` name the line's points rather than being metrics.
         int64_t step = -1;
         int32_t rank = 0;
@@ -103,6 +124,159 @@ void scan_metrics(worker_actor* self) {
   // Through the coordinator: it journals them and sends them on to the job's holders.
   if (!points.empty())
     self->send(st.coordinator, atoms::metric::value, std::move(points));
+}
+
+/// The plain files of the checkpoint directory as they are now (name, size, mtime): a
+/// save at the attempt's end is needed only when this changed since the last one.
+std::string dir_signature(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::string> entries;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    std::error_code e2;
+    if (!it->is_regular_file(e2))
+      continue;
+    auto mtime = fs::last_write_time(it->path(), e2).time_since_epoch().count();
+    entries.push_back(it->path().filename().string() + ":" + std::to_string(it->file_size(e2))
+                      + ":" + std::to_string(mtime));
+  }
+  std::sort(entries.begin(), entries.end());
+  std::string out;
+  for (auto& e : entries)
+    out += e + ";";
+  return out;
+}
+
+caf::actor checkpoints_of(worker_actor* self) {
+  return caf::actor_cast<caf::actor>(
+    self->system().registry().get(caf::atom_from_string(checkpoints_name)));
+}
+
+void finish(worker_actor* self);
+
+/// Saves the checkpoint directory as `step` (one save at a time; the newest asked for
+/// meanwhile goes next). Its outcome is logged; a failed save does not stop the job.
+void save_checkpoint(worker_actor* self, int64_t step) {
+  auto& st = self->state;
+  if (st.ckpt_busy) {
+    st.ckpt_pending = step;
+    return;
+  }
+  auto target = checkpoints_of(self);
+  if (!target) {
+    st.log->warn("job {} attempt {}: checkpoint step {} not saved: the node's checkpoints "
+                 "actor is not running",
+                 st.args.job.short_str(), st.args.attempt, step);
+    return;
+  }
+  st.ckpt_busy = true;
+  st.ckpt_sig = dir_signature(st.args.ckpt.dir);
+  ckpt_save_args a;
+  a.job = st.args.job;
+  a.step = step;
+  a.src = st.args.ckpt.dir;
+  a.holders = st.args.ckpt.holders;
+  a.label = "directory";
+  auto next = [=] {
+    auto& st = self->state;
+    st.ckpt_busy = false;
+    if (st.ckpt_pending >= -1) {
+      auto p = st.ckpt_pending;
+      st.ckpt_pending = -2;
+      save_checkpoint(self, p);
+    } else if (st.finishing) {
+      finish(self);
+    }
+  };
+  self->request(target, std::chrono::minutes(10), atoms::ckpt_save::value, std::move(a))
+    .then(
+      [=](ckpt_saved& saved) {
+        self->state.ckpt_ok = true;
+        next();
+      },
+          [=](caf::error& err) {
+            auto& st = self->state;
+            st.ckpt_ok = false;
+            st.log->warn("job {} attempt {}: checkpoint step {} not saved: {}",
+                         st.args.job.short_str(), st.args.attempt, step, describe(err));
+            next();
+          });
+}
+
+/// The child has exited: saves the checkpoint directory once more if it changed since the
+/// last save and the child exited by itself (the attempt's end), then reports the outcome.
+void finish(worker_actor* self) {
+  auto& st = self->state;
+  if (st.ckpt_busy)
+    return; // called again when the save in flight ends
+  // Only a child that exited by itself, unasked, left whole files: one stopped or killed
+  // (timeout, cancel, a crash, a lost node) may have been writing them, and its last
+  // explicit save stands.
+  bool exited_itself = st.outcome.exit.term_signal == 0 && st.outcome.exit.exit_code >= 0
+                       && st.stop_reason.empty();
+  if (st.args.ckpt.capture && exited_itself && st.ckpt_pending == -2
+      && !st.args.ckpt.dir.empty()) {
+    auto sig = dir_signature(st.args.ckpt.dir);
+    if (!sig.empty() && sig != st.ckpt_sig) {
+      save_checkpoint(self, std::max<int64_t>(st.ckpt_step, 0));
+      if (st.ckpt_busy)
+        return;
+    }
+  }
+  // The directory's files are in the store (or were never saved): it goes, unless its
+  // last save failed (kept for the user to see, and said so).
+  if (!st.args.ckpt.dir.empty()) {
+    std::error_code ec;
+    if (st.ckpt_ok)
+      std::filesystem::remove_all(st.args.ckpt.dir, ec);
+    else
+      st.log->warn("job {} attempt {}: its checkpoint directory {} is kept: its last save failed",
+                   st.args.job.short_str(), st.args.attempt, st.args.ckpt.dir);
+  }
+  self->send(st.coordinator, atoms::done::value, st.args.job, st.args.attempt, st.outcome);
+  self->quit();
+}
+
+/// Makes the checkpoint directory, restores the newest checkpoint into it when the attempt
+/// asks for one, then starts the child.
+void launch_child(worker_actor* self, launcher::spawn_callback on_spawned,
+                  launcher::exit_callback on_exit) {
+  auto& st = self->state;
+  auto& ck = st.args.ckpt;
+  if (ck.dir.empty())
+    return st.launch->spawn(st.args.request, on_spawned, on_exit);
+  std::error_code ec;
+  std::filesystem::create_directories(ck.dir, ec);
+  st.args.request.env.push_back("MONKEY_CHECKPOINT_DIR=" + ck.dir);
+  auto target = checkpoints_of(self);
+  if (!ck.restore || !target) {
+    if (ck.restore)
+      st.log->warn("job {} attempt {}: no checkpoint restored: the node's checkpoints actor is "
+                   "not running",
+                   st.args.job.short_str(), st.args.attempt);
+    return st.launch->spawn(st.args.request, on_spawned, on_exit);
+  }
+  ckpt_restore_args a{st.args.job, ck.from, ck.dir};
+  self->request(target, std::chrono::minutes(10), atoms::ckpt_restore::value, std::move(a))
+    .then(
+      [=](ckpt_restored& r) {
+        auto& st = self->state;
+        if (r.step >= 0) {
+          st.resumed_step = r.step;
+          st.resumed_from = r.source.str();
+          st.ckpt_step = r.step;
+          st.ckpt_sig = dir_signature(st.args.ckpt.dir);
+          st.args.request.env.push_back("MONKEY_CHECKPOINT_STEP=" + std::to_string(r.step));
+          st.args.request.env.push_back("MONKEY_CHECKPOINT_JOB=" + r.source.str());
+        }
+        st.launch->spawn(st.args.request, on_spawned, on_exit);
+      },
+      [=](caf::error& err) {
+        launch_result res;
+        res.error = "cannot restore the job's checkpoint: " + describe(err);
+        on_spawned(res);
+      });
 }
 
 /// `--mem` where the cgroup sets no memory.max (no cgroup v2, or no memory controller): the
@@ -214,6 +388,7 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
       caf::anon_send(me, atoms::exited::value, ex);
     }
   } else if (st.args.adopt_pid > 0) {
+    st.ckpt_sig = dir_signature(st.args.ckpt.dir); // saved before the restart, if at all
     st.pid = st.args.adopt_pid;
     st.pgid = st.args.pgid;
     st.cgroup = st.args.cgroup_dir;
@@ -227,11 +402,13 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
     arm_timeout();
     self->send(self, atoms::tick::value);
   } else {
-    st.launch->spawn(st.args.request, on_spawned, on_exit);
+    launch_child(self, on_spawned, on_exit);
   }
   return {
-    [=](atoms::spawned, const launch_result& res) {
+    [=](atoms::spawned, launch_result res) {
       auto& st = self->state;
+      res.resumed_step = st.resumed_step;
+      res.resumed_from = st.resumed_from;
       if (!res.error.empty()) {
         attempt_result r;
         r.outcome = "failed";
@@ -261,12 +438,12 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
         st.log->warn("job {} attempt {}: dropped {} metric points over the rate cap of {}/s",
                      st.args.job.short_str(), st.args.attempt, st.dropped_metrics,
                      st.args.metric_rate);
-      auto r = judge(st, ex);
-      self->send(st.coordinator, atoms::done::value, st.args.job, st.args.attempt, r);
+      st.outcome = judge(st, ex);
       // Whatever the main process left behind in its group or cgroup goes with it.
       signal_job(st.cgroup, st.pgid, SIGKILL);
       st.launch->retire_cgroup(st.cgroup);
-      self->quit();
+      st.finishing = true;
+      finish(self);
     },
     [=](atoms::stop, const std::string& why) {
       auto& st = self->state;

@@ -3,7 +3,9 @@
 // A worker runs one attempt of a command job: it asks the launcher for the child process
 // (or re-adopts a running one after a restart), enforces the timeout, stops the process
 // group on cancel (SIGTERM, grace, SIGKILL), turns `MONKEY_METRIC` lines of stdout into
-// metric records, and reports how the attempt ended to the coordinator.
+// metric records, saves its checkpoint directory on `MONKEY_CHECKPOINT` lines (and restores
+// the newest checkpoint before the child starts), and reports how the attempt ended to the
+// coordinator (after the last save of its checkpoint directory).
 //
 // Sends to the coordinator:
 //   (started, job_id, int32_t attempt, launch_result)
@@ -21,6 +23,17 @@
 
 namespace monkey {
 
+/// An attempt's checkpoints on this node (docs/checkpoints.md).
+struct checkpoint_args {
+  std::string dir;                  ///< MONKEY_CHECKPOINT_DIR ("": the attempt has none)
+  std::vector<std::string> holders; ///< the job's holders: saved pieces go to them
+  bool restore = false;             ///< restore the newest checkpoint into dir first
+  job_id from;                      ///< --checkpoint-from (empty: none)
+  /// `MONKEY_CHECKPOINT step=N` lines save the directory, and so does the attempt's end
+  /// when the directory changed (command jobs; the part of a gang that hosts rank 0).
+  bool capture = false;
+};
+
 struct worker_args {
   job_id job;
   int32_t attempt = 0;
@@ -35,6 +48,7 @@ struct worker_args {
   int64_t mem_limit_mb = 0;      ///< --mem: cgroup memory.max, else the memory watch (1 s)
   std::chrono::milliseconds kill_grace{10000};
   uint32_t metric_rate = 50;     ///< points per second per job (burst 10x)
+  checkpoint_args ckpt;
 };
 
 caf::actor spawn_worker(caf::actor_system& sys, worker_args args, caf::actor coordinator,

@@ -101,6 +101,9 @@ status validate(const job_spec& s) {
     return failure{"timeout: must be between 0 (none) and one year in seconds"};
   if (!(s.time_estimate_s >= 0) || s.time_estimate_s > 365.0 * 86400)
     return failure{"time_estimate: must be between 0 (none) and one year in seconds"};
+  if (!s.checkpoint_from.empty() && !job_id::parse(s.checkpoint_from))
+    return failure{"checkpoint_from: '" + s.checkpoint_from
+                   + "' is not a job id (monkey jobs lists them; give the whole id)"};
   if (s.priority < -1000000 || s.priority > 1000000)
     return failure{"priority: must be between -1000000 and 1000000"};
   if (s.name.size() > 256)
@@ -317,6 +320,23 @@ bool parse_metric_line(std::string_view line, std::vector<std::pair<std::string,
     any = true;
   }
   return any;
+}
+
+bool parse_checkpoint_line(std::string_view line, int64_t& step) {
+  constexpr std::string_view tag = "MONKEY_CHECKPOINT";
+  if (line.substr(0, tag.size()) != tag)
+    return false;
+  auto rest = line.substr(tag.size());
+  if (!rest.empty() && rest[0] != ' ' && rest[0] != '\t' && rest[0] != '\r')
+    return false;
+  step = -1;
+  std::string fake = "MONKEY_METRIC" + std::string(rest);
+  std::vector<std::pair<std::string, double>> kv;
+  parse_metric_line(fake, kv);
+  for (auto& [k, v] : kv)
+    if (k == "step" && v >= 0 && v < 9.2e18)
+      step = static_cast<int64_t>(v);
+  return true;
 }
 
 } // namespace monkey

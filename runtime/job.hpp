@@ -70,10 +70,13 @@ struct job_spec {
   /// The app's build (a hash of its executable), chosen at submit: only nodes with this
   /// build run the job.
   std::string app_build;
+  /// Another job whose newest checkpoint this one starts from while it has none of its own
+  /// (`--checkpoint-from JOB`, spec key `checkpoint_from`; docs/checkpoints.md).
+  std::string checkpoint_from;
   MSGPACK_DEFINE_MAP(name, command, app, params, cpus, gpus, gpu_mem_mb, mem_mb, tags, retries,
                      max_requeues, timeout_s, priority, workdir, env, seed, has_seed, after, array,
                      array_index, user, host, retry_backoff_s, retry_backoff_max_s, workers,
-                     app_build, time_estimate_s);
+                     app_build, time_estimate_s, checkpoint_from);
 };
 
 struct attempt_record {
@@ -96,9 +99,13 @@ struct attempt_record {
   std::vector<int32_t> gpus; ///< CUDA device indices it was given
   /// An app job's placement: which node hosts which ranks ("NODE:0-3", one per host).
   std::vector<std::string> hosts;
+  /// The checkpoint step this attempt started from (-1: none), and whose (a job id; another
+  /// job's with --checkpoint-from).
+  int64_t resumed_step = -1;
+  std::string resumed_from;
   MSGPACK_DEFINE_MAP(id.node, id.incarnation, id.seq, number, outcome, cause, started_ms,
                      ended_ms, pid, pgid, start_ticks, cgroup, exit_code, term_signal, max_rss_kb,
-                     cpu_s, log_out, log_err, gpus, hosts);
+                     cpu_s, log_out, log_err, gpus, hosts, resumed_step, resumed_from);
 };
 
 /// How long placement counts on an attempt of the job running: its timeout, else its time
@@ -182,6 +189,10 @@ std::vector<int32_t> parse_rank_list(const std::string& text);
 
 /// Parses one `MONKEY_METRIC k=v k2=v2` line; returns false when it is not one.
 bool parse_metric_line(std::string_view line, std::vector<std::pair<std::string, double>>& out);
+
+/// Parses one `MONKEY_CHECKPOINT step=N` line (a command job's checkpoint directory is
+/// complete at step N); `step` is -1 when the line names none. False when it is not one.
+bool parse_checkpoint_line(std::string_view line, int64_t& step);
 
 } // namespace monkey
 

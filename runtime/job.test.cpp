@@ -148,6 +148,27 @@ TEST_CASE("MONKEY_METRIC lines become key/value pairs", "[runtime][job]") {
   CHECK_FALSE(parse_metric_line("MONKEY_METRIC loss=abc", kv));
 }
 
+TEST_CASE("MONKEY_CHECKPOINT lines name the step their directory reached", "[runtime][job]") {
+  int64_t step = 99;
+  CHECK(parse_checkpoint_line("MONKEY_CHECKPOINT step=40", step));
+  CHECK(step == 40);
+  CHECK(parse_checkpoint_line("MONKEY_CHECKPOINT", step));
+  CHECK(step == -1);
+  CHECK(parse_checkpoint_line("MONKEY_CHECKPOINT step=abc", step));
+  CHECK(step == -1);
+  CHECK_FALSE(parse_checkpoint_line("MONKEY_CHECKPOINTS step=1", step));
+  CHECK_FALSE(parse_checkpoint_line("MONKEY_METRIC step=1", step));
+}
+
+TEST_CASE("checkpoint_from names a whole job id", "[runtime][job]") {
+  job_spec s;
+  s.command = {"true"};
+  s.checkpoint_from = job_id::generate().str();
+  CHECK(validate(s));
+  s.checkpoint_from = "abc";
+  CHECK_THAT(validate(s).error(), Catch::Contains("checkpoint_from: 'abc' is not a job id"));
+}
+
 TEST_CASE("an app job's workers are a spec field with bounds", "[runtime][job]") {
   job_spec s;
   s.app = "hello";

@@ -179,6 +179,8 @@ job_spec parse_node(const reader& r, const YAML::Node& root) {
           r.fail(v.IsSequence() ? v[i] : v, key, d.error());
         s.after.push_back(*d);
       }
+    } else if (key == "checkpoint_from") {
+      s.checkpoint_from = r.scalar(v, key);
     } else if (key == "array") {
       s.array = r.scalar(v, key);
       if (auto a = expand_array(s.array); !a)
@@ -187,7 +189,7 @@ job_spec parse_node(const reader& r, const YAML::Node& root) {
       r.fail(it->first, key,
              "unknown field (known: name, command, app, params, resources, retries, "
              "retry_backoff, max_requeues, timeout, time_estimate, priority, workdir, env, seed, tags, "
-             "after, array, workers)");
+             "after, array, workers, checkpoint_from)");
   }
   if (s.command.empty() && s.app.empty())
     r.fail(root, "command", "missing required field (or give app)");

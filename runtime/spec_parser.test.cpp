@@ -40,6 +40,16 @@ TEST_CASE("a YAML spec with every field parses", "[runtime][spec]") {
   CHECK(s->array == "0-9");
 }
 
+TEST_CASE("checkpoint_from is a spec key, checked as a job id", "[runtime][spec]") {
+  auto id = job_id::generate().str();
+  auto s = parse_spec_text("command: [a]\ncheckpoint_from: " + id + "\n", "job.yaml");
+  REQUIRE(s);
+  CHECK(s->checkpoint_from == id);
+  auto bad = parse_spec_text("command: [a]\ncheckpoint_from: nope\n", "job.yaml");
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error(), Catch::Contains("checkpoint_from"));
+}
+
 TEST_CASE("a time estimate stands in for a missing timeout in placement, and is checked",
           "[runtime][spec]") {
   auto s = parse_spec_text("command: [a]\ntime_estimate: 90s\n", "job.yaml");

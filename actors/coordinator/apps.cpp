@@ -4,6 +4,8 @@
 // `tree`), and the rank kills that `monkey kill` asks for, told with the next report.
 #include "actors/coordinator/state.hpp"
 
+#include "actors/checkpoints.hpp"
+
 namespace monkey {
 
 namespace {
@@ -101,6 +103,59 @@ void on_app_ready(coordinator_actor* self, caf::response_promise rp, const app_r
   rp.deliver(reply(true));
 }
 
+void on_app_checkpoint(coordinator_actor* self, caf::response_promise rp,
+                       const app_checkpoint_request& req) {
+  auto& st = self->state;
+  // The session's attempt names the job, its ranks and its checkpoint directory here.
+  job_id job;
+  int32_t number = 0;
+  std::vector<int32_t> own;
+  const job_record* rec = nullptr;
+  if (auto* p = part_by_attempt(st, req.attempt)) {
+    job = p->job;
+    number = p->number;
+    own = p->ranks;
+    rec = &p->rec;
+  } else if (auto [id, run] = attempt_of(st, req.attempt); id) {
+    job = *id;
+    number = run->attempt;
+    own = run->app_ranks;
+    rec = st.book.find(*id);
+  }
+  if (!rec)
+    return rp.deliver(make_error(errc::not_found, "attempt " + req.attempt
+                                                    + " does not run on this node"));
+  if (req.step < 0 || req.ranks.empty())
+    return rp.deliver(make_error(errc::bad_request, "app checkpoint: a step of 0 or more and "
+                                                    "the ranks that saved it"));
+  for (auto r : req.ranks)
+    if (std::find(own.begin(), own.end(), r) == own.end())
+      return rp.deliver(make_error(errc::bad_request, "app checkpoint: rank " + std::to_string(r)
+                                                        + " does not run in this host"));
+  auto target = caf::actor_cast<caf::actor>(
+    self->system().registry().get(caf::atom_from_string(checkpoints_name)));
+  if (!target)
+    return rp.deliver(make_error(errc::busy, "the node's checkpoints actor is restarting; try "
+                                             "again"));
+  ckpt_save_args a;
+  a.job = job;
+  a.step = req.step;
+  a.src = checkpoint_dir(st, job, number) + "/.save/" + std::to_string(req.step);
+  a.move = true;
+  a.holders = rec->replicas;
+  a.label = "ranks " + rank_list_text(req.ranks);
+  a.world = rec->spec.workers;
+  self->request(target, std::chrono::minutes(10), atoms::ckpt_save::value, std::move(a))
+    .then(
+      [=](ckpt_saved& saved) mutable {
+        app_checkpoint_reply r;
+        r.copies = static_cast<int32_t>(saved.nodes.size());
+        r.nodes = saved.nodes;
+        rp.deliver(reply(r));
+      },
+      [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+}
+
 caf::result<std::string> kill_rank(coordinator_actor* self, const std::string& name) {
   auto slash = name.find("/rank-");
   auto worker = name.substr(0, slash);
@@ -117,8 +172,8 @@ caf::result<std::string> kill_rank(coordinator_actor* self, const std::string& n
                                            + rank_list_text(p.ranks) + ")");
     p.kill_ranks.push_back(static_cast<int32_t>(rank));
     return "killing rank " + std::to_string(rank) + " of job " + p.job.short_str()
-           + " at its app host's next report; in a gang across nodes the attempt fails and "
-             "the job's retries start it again";
+           + " at its app host's next report; in a gang across nodes the app's gang policy "
+             "starts the whole gang again (a new attempt, from its newest checkpoint)";
   }
   for (auto& [id, run] : self->state.running) {
     if ("worker-" + id.short_str() + "-" + std::to_string(run.attempt) != worker)

@@ -388,7 +388,19 @@ worker_args worker_args_for(const coordinator_state& st, const job_record& rec,
   w.stdout_path = at.log_out;
   w.mem_limit_mb = rec.spec.mem_mb;
   w.kill_grace = st.cfg.kill_grace;
+  // Checkpoints (docs/checkpoints.md): a directory per attempt on this node; a retry or a
+  // requeue (or a job started --checkpoint-from another) restores the newest checkpoint.
+  w.ckpt.dir = checkpoint_dir(st, rec.id, at.number);
+  w.ckpt.holders = rec.replicas;
+  if (auto from = job_id::parse(rec.spec.checkpoint_from))
+    w.ckpt.from = *from;
+  w.ckpt.restore = at.number > 1 || !w.ckpt.from.empty();
+  w.ckpt.capture = rec.spec.app.empty();
   return w;
+}
+
+std::string checkpoint_dir(const coordinator_state& st, const job_id& id, int32_t attempt) {
+  return st.cfg.data_dir + "/logs/" + id.str() + "/checkpoint-" + std::to_string(attempt);
 }
 
 void spawn_worker_for(coordinator_actor* self, const job_id& id, worker_args args) {
@@ -461,6 +473,8 @@ void on_started(coordinator_actor* self, const job_id& id, int32_t number,
   at.pgid = res.pgid;
   at.start_ticks = res.start_ticks;
   at.cgroup = res.cgroup_dir;
+  at.resumed_step = res.resumed_step;
+  at.resumed_from = res.resumed_from;
   rec->version += 1;
   rec->updated_ms = now_ms();
   persist(self, {*rec});

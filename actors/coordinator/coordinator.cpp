@@ -93,6 +93,11 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
     case verb::app_ready:
       return dispatch<app_ready_request>(rp, env, "app ready",
                                          [&](app_ready_request r) { on_app_ready(self, rp, r); });
+    case verb::app_checkpoint:
+      return dispatch<app_checkpoint_request>(rp, env, "app checkpoint",
+                                              [&](app_checkpoint_request r) {
+                                                on_app_checkpoint(self, rp, r);
+                                              });
     case verb::peer_lease:
       return dispatch<lease_request>(rp, env, "peer lease",
                                      [&](lease_request r) { on_lease(self, rp, r); });

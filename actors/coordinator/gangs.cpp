@@ -16,6 +16,8 @@
 //             holders, and stops a part whose owner died or stopped polling it.
 #include "actors/coordinator/state.hpp"
 
+#include "runtime/apps/exit_codes.hpp"
+
 #include <csignal>
 #include <limits>
 #include <unistd.h>
@@ -227,6 +229,10 @@ lease_reply start_part(coordinator_actor* self, const gang_start_request& req) {
   args.request = launch_for(rec, at, std::vector<int32_t>(p.gpus.begin(), p.gpus.end()),
                             st.cfg.node, st.cfg.cgroup_base);
   args.request.mem_limit_mb = args.mem_limit_mb;
+  // A gang command job's checkpoint directory is saved where rank 0 runs (rank 0 saves, as
+  // torch DDP scripts do); every part restores it.
+  args.ckpt.capture = args.ckpt.capture
+                      && std::find(p.ranks.begin(), p.ranks.end(), 0) != p.ranks.end();
   if (rec.spec.app.empty()) {
     static const std::string runtime_exe = self_executable();
     gang_layout layout{p.ranks, req.group, req.master_addr, req.master_port};
@@ -540,6 +546,13 @@ void judge_gang(coordinator_actor* self, const job_id& id) {
                                          "part)");
     if (s->second.state != "ended")
       continue;
+    if (s->second.outcome == "failed" && s->second.exit_code == gang_restart_exit
+        && !run->second.gang->parts.empty()) {
+      auto* rec = st.book.owned(id);
+      if (rec && !rec->spec.app.empty())
+        return lose_gang(self, id, where + ": a rank failed, and the app's gang policy starts "
+                                           "the whole gang again from its newest checkpoint");
+    }
     if (s->second.outcome != "succeeded") {
       exit_info e;
       e.exit_code = s->second.exit_code;

@@ -348,6 +348,8 @@ void respawn_worker(coordinator_actor* self, const job_id& id);
 /// Returns how many processes it killed.
 size_t void_attempt(coordinator_actor* self, const job_id& id, const std::string& why);
 void spawn_worker_for(coordinator_actor* self, const job_id& id, worker_args args);
+/// MONKEY_CHECKPOINT_DIR of attempt `attempt` of `id` on this node.
+std::string checkpoint_dir(const coordinator_state& st, const job_id& id, int32_t attempt);
 worker_args worker_args_for(const coordinator_state& st, const job_record& rec,
                             const attempt_record& at);
 size_t fence_jobs(coordinator_actor* self, const std::string& why);
@@ -443,6 +445,9 @@ std::vector<job_id> new_with_history(const coordinator_state& st,
 // apps.cpp: the verbs of this node's app hosts
 void on_app_report(coordinator_actor* self, caf::response_promise rp, app_report_request req);
 void on_app_ready(coordinator_actor* self, caf::response_promise rp, const app_ready_request& req);
+/// app_checkpoint: an app host's ranks saved a step; answered once the job's holders have it.
+void on_app_checkpoint(coordinator_actor* self, caf::response_promise rp,
+                       const app_checkpoint_request& req);
 /// `kill worker-ID-N/rank-R`: the host is told to kill that rank's actor.
 caf::result<std::string> kill_rank(coordinator_actor* self, const std::string& name);
 

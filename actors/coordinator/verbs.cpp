@@ -3,6 +3,8 @@
 // member and merges the answers): show, why, cancel, logs, the local list, status.
 #include "actors/coordinator/state.hpp"
 
+#include "actors/checkpoints.hpp"
+
 #include <algorithm>
 #include <fcntl.h>
 #include <ftw.h>
@@ -379,6 +381,8 @@ void on_forget(coordinator_actor* self, caf::response_promise rp, const forget_r
     out.forgotten.push_back(id);
     auto dir = st.cfg.data_dir + "/logs/" + id.str();
     ::nftw(dir.c_str(), remove_path, 16, FTW_DEPTH | FTW_PHYS);
+    if (auto ck = self->system().registry().get(caf::atom_from_string(checkpoints_name)))
+      self->send(caf::actor_cast<caf::actor>(ck), atoms::ckpt_forget::value, id);
   }
   if (batch.empty())
     return rp.deliver(reply(out));

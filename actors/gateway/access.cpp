@@ -32,7 +32,11 @@ destination route_of(verb v) {
     case verb::peer_gang_poll:
     case verb::app_report:
     case verb::app_ready:
+    case verb::app_checkpoint:
       return destination::coordinator;
+    case verb::peer_ckpt_push:
+    case verb::peer_ckpt_list:
+      return destination::checkpoints;
     case verb::submit:
     case verb::list:
     case verb::show:
@@ -69,6 +73,8 @@ bool verb_allowed(role r, verb v) {
     case verb::peer_gang_start:
     case verb::peer_gang_poll:
     case verb::peer_forget:
+    case verb::peer_ckpt_push:
+    case verb::peer_ckpt_list:
       return r == role::node;
     // Asked by clients, and by routers of other nodes (forwarded submissions, queries).
     case verb::submit:
@@ -94,6 +100,7 @@ bool verb_allowed(role r, verb v) {
     // App hosts only: the SDK's verbs, for the attempt whose key the session proved.
     case verb::app_report:
     case verb::app_ready:
+    case verb::app_checkpoint:
       return r == role::app;
   }
   return false;

@@ -16,6 +16,7 @@ enum class destination {
   tasks,       ///< task batches (core/tasks)
   coordinator, ///< node-to-node record verbs (core/coordinator)
   router,      ///< jobs and everything else a client asks (core/router)
+  checkpoints, ///< checkpoint pieces between nodes (core/checkpoints)
 };
 
 destination route_of(verb v);

@@ -34,11 +34,18 @@ TEST_CASE("each role sends only its own verbs", "[gateway][access]") {
   CHECK(route_of(verb::submit_tasks) == destination::tasks);
   CHECK(route_of(verb::tree) == destination::root);
   // An app host's own verbs: only app sessions send them; the coordinator answers.
-  for (auto v : {verb::app_report, verb::app_ready}) {
+  for (auto v : {verb::app_report, verb::app_ready, verb::app_checkpoint}) {
     CHECK(verb_allowed(role::app, v));
     CHECK_FALSE(verb_allowed(role::client, v));
     CHECK_FALSE(verb_allowed(role::node, v));
     CHECK(route_of(v) == destination::coordinator);
+  }
+  // Checkpoint pieces move between nodes only; the checkpoints actor answers.
+  for (auto v : {verb::peer_ckpt_push, verb::peer_ckpt_list}) {
+    CHECK(verb_allowed(role::node, v));
+    CHECK_FALSE(verb_allowed(role::client, v));
+    CHECK_FALSE(verb_allowed(role::app, v));
+    CHECK(route_of(v) == destination::checkpoints);
   }
   // The handshake is open to all, and status.
   for (auto r : {role::client, role::node, role::app}) {

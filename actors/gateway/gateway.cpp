@@ -155,6 +155,8 @@ caf::result<std::string> pass_app_verb(gateway_actor* self, const envelope& env,
                                        const std::string& attempt) {
   if (static_cast<verb>(env.verb) == verb::app_report)
     return with_attempt<app_report_request>(self, env, attempt);
+  if (static_cast<verb>(env.verb) == verb::app_checkpoint)
+    return with_attempt<app_checkpoint_request>(self, env, attempt);
   return with_attempt<app_ready_request>(self, env, attempt);
 }
 
@@ -225,11 +227,13 @@ caf::behavior gateway_impl(gateway_actor* self, std::string secret, std::string 
         case destination::tasks:
           return pass_to(self, tasks_path, env);
         case destination::coordinator:
-          if (v == verb::app_report || v == verb::app_ready)
+          if (v == verb::app_report || v == verb::app_ready || v == verb::app_checkpoint)
             return pass_app_verb(self, env, session->second.attempt);
           return pass_to(self, coordinator_path, env);
         case destination::router:
           return pass_to(self, router_path, env);
+        case destination::checkpoints:
+          return pass_to(self, checkpoints_path, env);
         case destination::gateway:
           break;
       }

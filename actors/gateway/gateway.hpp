@@ -25,6 +25,7 @@ constexpr const char* root_supervisor_name = "node_sup";
 constexpr const char* coordinator_path = "core/coordinator";
 constexpr const char* router_path = "core/router";
 constexpr const char* tasks_path = "core/tasks";
+constexpr const char* checkpoints_path = "core/checkpoints";
 
 caf::actor spawn_gateway(caf::actor_system& sys, std::string secret, std::string node);
 

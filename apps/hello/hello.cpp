@@ -2,7 +2,9 @@
 // hello: the smallest useful Monkey app. Every rank throws `samples` random points into the
 // unit square each step, sends its count to every other rank (an app message of its own
 // type), and once it has every rank's count for the step knows the gang's estimate of pi.
-// Rank 0 reports `pi` and `error`; every rank reports `inside`. Parameters can make a rank
+// Rank 0 reports `pi` and `error`; every rank reports `inside`. Every `checkpoint_every`
+// steps each rank checkpoints the step it goes on at, and a new attempt (or a rank restarted
+// by the policy) resumes there (rank 0 reports `resumed_at`). Parameters can make a rank
 // fail (to see the restart policy) or crash its host (to see the job's retries).
 #include <chrono>
 #include <cmath>
@@ -24,6 +26,12 @@ struct partial {
   MSGPACK_DEFINE_MAP(step, inside, total);
 };
 
+/// What a rank checkpoints: the step it goes on at.
+struct saved_state {
+  int64_t next_step = 0;
+  MSGPACK_DEFINE_MAP(next_step);
+};
+
 using next_step = caf::atom_constant<caf::atom("next_step")>;
 
 struct rank_state {
@@ -36,8 +44,22 @@ caf::behavior pi_rank(caf::event_based_actor* self, monkey::app::context ctx) {
   auto steps = ctx.param_int("steps");
   auto samples = ctx.param_int("samples");
   auto pause = std::chrono::milliseconds(ctx.param_int("step_ms"));
+  auto every = ctx.param_int("checkpoint_every");
   ctx.log("started: rank " + std::to_string(ctx.rank()) + " of " + std::to_string(ctx.world_size())
           + (ctx.restarts() > 0 ? ", restart " + std::to_string(ctx.restarts()) : ""));
+  // A new attempt, or a restart by the policy, goes on from the newest checkpoint.
+  if (auto c = ctx.latest_checkpoint()) {
+    try {
+      auto oh = msgpack::unpack(c->data.data(), c->data.size());
+      st->step = oh.get().as<saved_state>().next_step;
+      ctx.log("resumed at step " + std::to_string(st->step) + " from the checkpoint of step "
+              + std::to_string(c->step));
+      if (ctx.rank() == 0)
+        ctx.report(st->step, {{"resumed_at", static_cast<double>(st->step)}});
+    } catch (const std::exception& e) {
+      ctx.log(std::string("the checkpoint does not decode (") + e.what() + "); starting at 0");
+    }
+  }
   // A step ends when every rank's count for it is in: the estimate, then the next step.
   auto settle = [=] {
     auto it = st->counts.find(st->step);
@@ -51,6 +73,11 @@ caf::behavior pi_rank(caf::event_based_actor* self, monkey::app::context ctx) {
       ctx.report(st->step, {{"pi", pi}, {"error", std::fabs(pi - M_PI)}});
     st->counts.erase(it);
     st->step += 1;
+    if (every > 0 && st->step % every == 0) {
+      msgpack::sbuffer buf;
+      msgpack::pack(buf, saved_state{st->step});
+      ctx.save_checkpoint(st->step, std::string(buf.data(), buf.size()));
+    }
     if (st->step >= steps) {
       ctx.log("done: pi is about " + std::to_string(pi));
       self->quit();
@@ -108,6 +135,9 @@ monkey::app::definition define() {
   app.choice_param("crash", "none", {"none", "segfault", "abort"},
                    "rank 0 crashes its whole host at crash_step");
   app.int_param("crash_step", -1, -1, 1000000, "the step at which rank 0 crashes");
+  app.int_param("checkpoint_every", 5, 0, 1000000,
+                "every rank checkpoints every this many steps (0: never); a new attempt "
+                "resumes at the newest checkpoint");
   app.entry("pi_rank", pi_rank);
   return app;
 }

@@ -6,7 +6,11 @@
 // their metric points to the node, and exits 0 when every rank has finished.
 #include "monkey/app.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <ctime>
 #include <set>
 #include <csignal>
@@ -20,6 +24,7 @@
 
 #include "monkey/sdk/attempt.hpp"
 #include "monkey/sdk/version.hpp"
+#include "runtime/apps/exit_codes.hpp"
 #include "runtime/apps/schema.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/ids.hpp"
@@ -150,12 +155,18 @@ struct host_state {
   std::map<std::string, std::string> params;
   std::string log_out; ///< the attempt's stdout log: rank logs sit beside it
   std::string token;   ///< the gang's secret (a gang across nodes): shown by other hosts
+  std::string ckpt_dir;          ///< MONKEY_CHECKPOINT_DIR ("": checkpoints are off)
+  int64_t restored_step = -1;    ///< MONKEY_CHECKPOINT_STEP: restored into ckpt_dir
+  size_t local_ranks = 0;        ///< how many ranks this host runs
 
   std::mutex mtx; ///< guards what follows: ranks report and log from their own threads
   std::vector<caf::actor> peers; ///< entry actor per rank (each set before it starts)
   std::vector<metric_point> points;
   std::map<int32_t, FILE*> logs;
   std::map<int32_t, int32_t> restarts;
+  std::map<int64_t, std::set<int32_t>> saved; ///< step → this host's ranks that saved it
+  std::vector<int64_t> ready;  ///< steps every rank of this host saved: for the node
+  int64_t durable_step = -1;   ///< the newest step the holders stored (its files in .last/)
 
   ~host_state() {
     for (auto& [r, f] : logs)
@@ -234,6 +245,82 @@ void context::log(const std::string& line) const {
                  line.c_str());
     std::fflush(f);
   }
+}
+
+namespace {
+
+bool write_file(const std::string& path, const std::string& bytes, std::string& why) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) {
+    why = "cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok)
+    why = "cannot write " + path + ": " + std::strerror(errno);
+  return ok;
+}
+
+} // namespace
+
+bool context::save_checkpoint(int64_t step, const std::string& bytes) const {
+  if (host_->ckpt_dir.empty()) {
+    log("checkpoint step " + std::to_string(step) + " not saved: no MONKEY_CHECKPOINT_DIR");
+    return false;
+  }
+  if (step < 0) {
+    log("checkpoint not saved: the step must be 0 or more, not " + std::to_string(step));
+    return false;
+  }
+  auto dir = host_->ckpt_dir + "/.save/" + std::to_string(step);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  auto name = "rank-" + std::to_string(rank_);
+  std::string why;
+  if (!write_file(dir + "/." + name + ".tmp", bytes, why)
+      || std::rename((dir + "/." + name + ".tmp").c_str(), (dir + "/" + name).c_str()) != 0) {
+    log("checkpoint step " + std::to_string(step) + " not saved: "
+        + (why.empty() ? std::string(std::strerror(errno)) : why));
+    return false;
+  }
+  std::lock_guard<std::mutex> guard{host_->mtx};
+  auto& ranks = host_->saved[step];
+  ranks.insert(rank_);
+  if (ranks.size() >= host_->local_ranks) {
+    host_->ready.push_back(step);
+    host_->saved.erase(host_->saved.begin(), host_->saved.upper_bound(step));
+  }
+  return true;
+}
+
+std::optional<checkpoint> context::latest_checkpoint(int32_t r) const {
+  std::string path;
+  checkpoint c;
+  {
+    std::lock_guard<std::mutex> guard{host_->mtx};
+    if (host_->ckpt_dir.empty())
+      return std::nullopt;
+    auto name = "rank-" + std::to_string(r);
+    if (host_->durable_step >= 0 && host_->durable_step >= host_->restored_step) {
+      c.step = host_->durable_step;
+      path = host_->ckpt_dir + "/.last/" + name;
+    } else if (host_->restored_step >= 0) {
+      c.step = host_->restored_step;
+      path = host_->ckpt_dir + "/" + name;
+    } else {
+      return std::nullopt;
+    }
+  }
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return std::nullopt; // a rank another host saved, not restored here
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0)
+    c.data.append(buf, n);
+  std::fclose(f);
+  return c;
 }
 
 caf::actor context::spawn(const std::string& actor_name) const {
@@ -370,6 +457,54 @@ public:
           stop_ = answer->stop;
       }
     } while (i < pts.size());
+  }
+
+  /// Hands the newest step every rank of this host saved to the node (older ones are
+  /// superseded); the node answers once the job's holders stored it.
+  void send_checkpoints() {
+    int64_t step = -1;
+    {
+      std::lock_guard<std::mutex> guard{st_->mtx};
+      if (st_->ready.empty())
+        return;
+      step = *std::max_element(st_->ready.begin(), st_->ready.end());
+      st_->ready.clear();
+    }
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    auto save = st_->ckpt_dir + "/.save";
+    for (auto it = fs::directory_iterator(save, ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) // superseded saves
+      if (std::strtoll(it->path().filename().c_str(), nullptr, 10) < step)
+        fs::remove_all(it->path(), ec);
+    // What latest_checkpoint() reads once this step counts: links to the same files (the
+    // node moves them into its store, and never writes them again).
+    auto staged = save + "/" + std::to_string(step);
+    auto next = st_->ckpt_dir + "/.last-" + std::to_string(step);
+    fs::remove_all(next, ec);
+    fs::create_directories(next, ec);
+    for (auto r : ranks_) {
+      auto name = "/rank-" + std::to_string(r);
+      ::link((staged + name).c_str(), (next + name).c_str());
+    }
+    app_checkpoint_request req;
+    req.step = step;
+    req.ranks = ranks_;
+    auto r = call(verb::app_checkpoint, encode(req), std::chrono::minutes(10));
+    if (!r) {
+      fs::remove_all(next, ec);
+      for (auto rank : ranks_)
+        log_rank(rank, "checkpoint step " + std::to_string(step) + " does not count: "
+                         + r.error());
+      std::fprintf(stderr, "app host: checkpoint step %lld does not count: %s\n",
+                   static_cast<long long>(step), r.error().c_str());
+      return;
+    }
+    auto last = st_->ckpt_dir + "/.last";
+    fs::remove_all(last, ec);
+    fs::rename(next, last, ec);
+    std::lock_guard<std::mutex> guard{st_->mtx};
+    st_->durable_step = step;
   }
 
   /// `monkey kill .../rank-R`: the rank's actor is killed as a failure would (the policy
@@ -558,9 +693,18 @@ public:
           std::fprintf(stderr, "app host: rank %d failed: %s\n", r, why.c_str());
           log_rank(r, "failed: " + why);
           if (multi) {
-            std::fprintf(stderr, "app host: in a gang across nodes a failed rank fails the "
-                                 "attempt (the job's retries start the whole gang again)\n");
-            exit_code = 1;
+            // The other hosts hold this rank's old handle: the whole gang starts again, as a
+            // new attempt from the newest complete checkpoint (the policy asks its owner).
+            if (app_.policy() == failure_policy::gang && may_restart()) {
+              std::fprintf(stderr, "app host: rank %d failed in a gang across nodes: the app's "
+                                   "gang policy starts the whole gang again from its newest "
+                                   "checkpoint\n", r);
+              exit_code = gang_restart_exit;
+            } else {
+              std::fprintf(stderr, "app host: in a gang across nodes a failed rank fails the "
+                                   "attempt (the job's retries start the whole gang again)\n");
+              exit_code = 1;
+            }
             return;
           }
           if (!may_restart()) {
@@ -598,6 +742,7 @@ public:
         last_report_ = now;
         flush();
       }
+      send_checkpoints();
       if (gateway_down) {
         std::fprintf(stderr, "app host: lost the connection to its node; stopping\n");
         exit_code = 3;
@@ -612,6 +757,8 @@ public:
       }
     }
     stop_all();
+    if (exit_code == 0)
+      send_checkpoints(); // the last step every rank saved before it finished
     flush();
     return exit_code;
   }
@@ -670,6 +817,8 @@ int host_main(const definition& app) {
   st->world = static_cast<int32_t>(std::strtol(env_or("MONKEY_WORLD_SIZE", "1").c_str(), nullptr, 10));
   st->log_out = env_or("MONKEY_RANK_LOGS");
   st->token = env_or("MONKEY_GANG_TOKEN");
+  st->ckpt_dir = env_or("MONKEY_CHECKPOINT_DIR");
+  st->restored_step = std::strtoll(env_or("MONKEY_CHECKPOINT_STEP", "-1").c_str(), nullptr, 10);
   auto ranks = parse_rank_list(env_or("MONKEY_APP_RANKS", "0"));
   if (ranks.empty() || st->world < 1 || ranks.back() >= st->world)
     return fail("MONKEY_APP_RANKS '" + env_or("MONKEY_APP_RANKS") + "' does not name ranks below "
@@ -683,6 +832,7 @@ int host_main(const definition& app) {
     return fail(bad.error());
   st->params = with_defaults(schema, given);
   st->peers.resize(static_cast<size_t>(st->world));
+  st->local_ranks = ranks.size();
 
   net_settings ns;
   ns.heartbeat = std::chrono::milliseconds(std::strtol(env_or("MONKEY_HEARTBEAT_MS", "250").c_str(), nullptr, 10));

@@ -63,6 +63,8 @@ struct options {
   std::string mem;
   std::vector<std::string> tags;
   std::string app_dir;
+  uint64_t checkpoint_max_mb = 8192;
+  int checkpoint_keep = 2;
   bool no_measure = false;
   bool no_cgroups = false;
   bool drain = false;
@@ -186,6 +188,14 @@ void add_options(CLI::App& app, options& opt) {
   app.add_option("--tags", opt.tags, "tags this node offers")->delimiter(',');
   app.add_option("--app-dir", opt.app_dir,
                  "folder of app executables (monkey-app-*; default: beside monkey-runtime)");
+  app.add_option("--checkpoint-max-mb", opt.checkpoint_max_mb,
+                 "largest checkpoint piece this node saves or holds, in MB")
+    ->capture_default_str()
+    ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  app.add_option("--checkpoint-keep", opt.checkpoint_keep,
+                 "complete checkpoint steps kept per job (older ones are removed)")
+    ->capture_default_str()
+    ->check(CLI::Range(1, 1000));
   app.add_flag("--no-measure", opt.no_measure, "skip measuring device speed");
   app.add_flag("--no-cgroups", opt.no_cgroups, "track jobs by process group only, even where "
                                                "cgroup v2 is writable");
@@ -550,6 +560,13 @@ int main(int argc, char** argv) {
   setup.advertise = opt.advertise;
   setup.name = opt.name;
   setup.task_chunk = opt.task_chunk;
+  setup.checkpoints.node = cc.node.str();
+  setup.checkpoints.root = opt.data_dir + "/checkpoints";
+  setup.checkpoints.max_bytes = opt.checkpoint_max_mb << 20;
+  setup.checkpoints.keep_steps = opt.checkpoint_keep;
+  setup.checkpoints.listen_host = checked->host;
+  if (!opt.advertise.empty())
+    setup.checkpoints.advertise_host = opt.advertise.substr(0, opt.advertise.rfind(':'));
   auto node = start_node(sys, setup);
   if (!node)
     return fail_start(node.error());

@@ -53,6 +53,9 @@ const char* to_string(verb v) {
     case verb::peer_gang_poll: return "peer gang poll";
     case verb::app_report: return "app report";
     case verb::app_ready: return "app ready";
+    case verb::peer_ckpt_push: return "peer checkpoint push";
+    case verb::peer_ckpt_list: return "peer checkpoint list";
+    case verb::app_checkpoint: return "app checkpoint";
   }
   return "unknown";
 }

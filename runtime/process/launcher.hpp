@@ -30,6 +30,8 @@ struct launch_result {
   uint64_t start_ticks = 0;
   std::string cgroup_dir; ///< the cgroup actually used ("" when it could not be made)
   std::string error;      ///< non-empty: nothing runs; says what is wrong
+  int64_t resumed_step = -1; ///< the checkpoint step restored before it started (-1: none)
+  std::string resumed_from;  ///< whose checkpoint (a job id)
 };
 
 struct exit_info {

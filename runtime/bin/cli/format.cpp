@@ -68,7 +68,8 @@ json to_json(const attempt_record& a) {
           {"pid", a.pid},             {"pgid", a.pgid},           {"exit_code", a.exit_code},
           {"signal", a.term_signal},  {"max_rss_kb", a.max_rss_kb}, {"cpu_s", a.cpu_s},
           {"log_out", a.log_out},     {"log_err", a.log_err},     {"node", a.id.node.str()},
-          {"hosts", a.hosts}};
+          {"hosts", a.hosts},         {"resumed_step", a.resumed_step},
+          {"resumed_from", a.resumed_from}};
 }
 
 json to_json(const show_reply& r) {

@@ -83,6 +83,10 @@ int run_show(context& ctx, const std::string& id, const std::string& metric) {
                 a.number, name_of(names, a.id.node.str()).c_str(), a.id.str().c_str(),
                 a.outcome.c_str(), what.c_str(), pid.c_str(), static_cast<long long>(a.max_rss_kb),
                 a.cpu_s, clock_time(a.started_ms).c_str(), clock_time(a.ended_ms).c_str());
+    if (a.resumed_step >= 0)
+      std::printf("  resumed from checkpoint step %lld%s\n", static_cast<long long>(a.resumed_step),
+                  a.resumed_from == rec.id.str() ? ""
+                                                 : (" of job " + a.resumed_from).c_str());
     for (auto& h : a.hosts) { // "NODE:0-3": that node's app host runs ranks 0 to 3
       auto colon = h.rfind(':');
       std::printf("  ranks %s on %s\n", h.substr(colon + 1).c_str(),

@@ -17,6 +17,7 @@ namespace {
 
 struct submit_options {
   std::string name, file, timeout, estimate, backoff, mem, gpu_mem, workdir, array, app_name, key;
+  std::string checkpoint_from;
   int cpus = 1, gpus = 0, retries = 0, max_requeues = 5, priority = 0, workers = 1;
   uint64_t seed = 0;
   std::vector<std::string> sets, envs, afters, tags;
@@ -73,6 +74,8 @@ expected<job_spec> build_spec(const submit_options& o, const CLI::App& sub,
       return failure{"--time-estimate: " + t.error()};
     spec.time_estimate_s = *t;
   }
+  if (given("--checkpoint-from"))
+    spec.checkpoint_from = o.checkpoint_from;
   if (given("--retry-backoff")) {
     auto b = parse_backoff(o.backoff);
     if (!b)
@@ -262,6 +265,9 @@ verb_def add_submit(CLI::App& app) {
   s->add_option("--time-estimate", o->estimate,
                 "how long an attempt is expected to run, for backfill only (nothing is "
                 "stopped at it; without it or --timeout the job is never backfilled), e.g. 10m");
+  s->add_option("--checkpoint-from", o->checkpoint_from,
+                "start from this job's newest checkpoint (its whole id) while this job has "
+                "none of its own (docs/checkpoints.md)");
   s->add_option("--priority", o->priority, "higher runs first");
   s->add_option("--workdir", o->workdir, "working directory");
   s->add_option("--env", o->envs, "NAME=VALUE (repeatable)");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/wire/codec.hpp"
+#include "runtime/checkpoint/store.hpp"
 #include "runtime/job.hpp"
 #include "runtime/membership.hpp"
 #include "runtime/tasks.hpp"
@@ -57,6 +58,10 @@ enum class verb : uint16_t {
   peer_lease = 32,      ///< hold slots for a gang's workers, with an expiry (or release them)
   peer_gang_start = 33, ///< commit a lease: run these ranks of the gang's attempt here
   peer_gang_poll = 34,  ///< the owner asks how its parts run; tells them peers and stops
+  // checkpoints (docs/checkpoints.md); answered by the node's checkpoints actor
+  peer_ckpt_push = 35,  ///< "fetch this piece of a job's checkpoint from me and keep it"
+  peer_ckpt_list = 36,  ///< the pieces of a job's checkpoints this node has (with tickets)
+  app_checkpoint = 37,  ///< from an app host: its ranks saved a step (answered when durable)
 };
 
 const char* to_string(verb v);
@@ -137,6 +142,52 @@ struct app_ready_request {
   /// hosts reach its ranks there); "" for a gang on one host.
   std::string endpoint;
   MSGPACK_DEFINE_MAP(ranks, actors, pid, attempt, endpoint);
+};
+
+/// peer_ckpt_push: the sender keeps `piece` and serves it at `endpoint` (its blob server)
+/// for `ticket`; the receiver fetches it over a plain socket, checks it and stores it
+/// durably before it answers `true`. Idempotent: a piece already here is answered at once.
+struct ckpt_push_request {
+  ckpt::manifest piece;
+  std::string endpoint;
+  std::string ticket;
+  MSGPACK_DEFINE_MAP(piece, endpoint, ticket);
+};
+
+/// peer_ckpt_list: the pieces of `job` a node has (its newest steps), each fetchable with
+/// its ticket at the node's blob server (`endpoint`).
+struct ckpt_list_request {
+  std::string job;
+  MSGPACK_DEFINE_MAP(job);
+};
+
+struct ckpt_offer {
+  ckpt::manifest piece;
+  std::string ticket;
+  MSGPACK_DEFINE_MAP(piece, ticket);
+};
+
+struct ckpt_list_reply {
+  std::string node;
+  std::string endpoint;
+  std::vector<ckpt_offer> pieces;
+  MSGPACK_DEFINE_MAP(node, endpoint, pieces);
+};
+
+/// app_checkpoint: the host's ranks `ranks` saved `step` (files `rank-R` under the attempt's
+/// checkpoint directory, `.save/<step>`); answered with how many nodes hold the piece once
+/// every alive holder of the job stored it. The gateway sets `attempt` from the session.
+struct app_checkpoint_request {
+  int64_t step = 0;
+  std::vector<int32_t> ranks;
+  std::string attempt;
+  MSGPACK_DEFINE_MAP(step, ranks, attempt);
+};
+
+struct app_checkpoint_reply {
+  int32_t copies = 0;
+  std::vector<std::string> nodes;
+  MSGPACK_DEFINE_MAP(copies, nodes);
 };
 
 /// peer_lease: the owner of a gang asks a node to hold slots for `workers` of its workers

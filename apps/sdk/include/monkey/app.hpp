@@ -146,6 +146,12 @@ std::optional<T> as(const app_message& m) {
 
 struct host_state; // the app host's shared state (host.cpp)
 
+/// A rank's checkpoint: the step it was saved at and the bytes the rank saved.
+struct checkpoint {
+  int64_t step = -1;
+  std::string data;
+};
+
 /// What a rank's actor knows and can do. Cheap to copy; valid while the host runs.
 class context {
 public:
@@ -187,6 +193,19 @@ public:
 
   /// A line in this rank's log (`monkey logs JOB --rank R`).
   void log(const std::string& line) const;
+
+  /// Saves this rank's state at `step` (docs/checkpoints.md). The bytes are written to the
+  /// node's disk now; once every rank this host runs has saved `step`, the host hands them
+  /// to its node, which stores them and copies them to the job's holders (over a plain
+  /// socket) before the step counts. A new attempt (after a crash, a lost node, a retry)
+  /// and a rank restarted by the policy get the newest step that counts for every rank.
+  /// False (and the reason in this rank's log) when the bytes could not be written.
+  bool save_checkpoint(int64_t step, const std::string& bytes) const;
+  /// The newest checkpoint of rank `r` (default: this rank) that counts: saved in this
+  /// attempt and stored by the holders, or restored at the attempt's start; nullopt: none
+  /// (the job starts from scratch).
+  std::optional<checkpoint> latest_checkpoint() const { return latest_checkpoint(rank_); }
+  std::optional<checkpoint> latest_checkpoint(int32_t r) const;
 
   /// Spawns another actor type of the app (definition::actor) with this rank's context.
   caf::actor spawn(const std::string& actor_name) const;

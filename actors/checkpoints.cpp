@@ -70,17 +70,6 @@ std::chrono::milliseconds transfer_timeout(uint64_t bytes) {
   return std::chrono::milliseconds(30000 + bytes / (20 * 1000));
 }
 
-void subscribe_members(checkpoints_actor* self) {
-  auto m = caf::actor_cast<caf::actor>(
-    self->system().registry().get(caf::atom_from_string(membership_name)));
-  if (!m) {
-    self->delayed_send(self, std::chrono::milliseconds(100), atoms::subscribe::value);
-    return;
-  }
-  self->state.membership = m;
-  self->monitor(m);
-  self->send(m, atoms::subscribe::value);
-}
 
 /// The nodes a new piece goes to: the job's alive holders other than this node, filled up
 /// with other alive members when fewer holders than min(R, alive) are alive.
@@ -369,7 +358,7 @@ caf::behavior checkpoints_impl(checkpoints_actor* self, checkpoints_config cfg) 
     }
   });
   self->attach_functor([server = st.server, store = st.store] { server->stop(); });
-  subscribe_members(self);
+  subscribe_members(self, self->state.membership);
   return {
     [=](const envelope& env) { return on_envelope(self, env); },
     [=](atoms::ckpt_save, ckpt_save_args& args) {
@@ -383,7 +372,7 @@ caf::behavior checkpoints_impl(checkpoints_actor* self, checkpoints_config cfg) 
       return rp;
     },
     [=](atoms::ckpt_forget, const job_id& id) { self->state.store->forget(id.str()); },
-    [=](atoms::subscribe) { subscribe_members(self); },
+    [=](atoms::subscribe) { subscribe_members(self, self->state.membership); },
     [=](atoms::members, member_list& ms, bool majority, uint32_t agreed, uint32_t agreed_alive) {
       self->state.view.update(std::move(ms), majority, agreed, agreed_alive);
     },

@@ -15,11 +15,29 @@
 
 #include <caf/all.hpp>
 
+#include "actors/membership/membership.hpp"
 #include "runtime/wire/atoms.hpp"
 #include "runtime/wire/envelope.hpp"
 #include "runtime/wire/messages/client.hpp"
 
 namespace monkey {
+
+/// Subscribes `self` to the membership actor's member lists (it answers with the list at
+/// once and sends every change); `membership` keeps its handle for requests. While the
+/// membership actor is not registered yet (it starts after the core), asks again in 100 ms
+/// with `(subscribe)` to itself.
+template <class Self>
+void subscribe_members(Self* self, caf::actor& membership) {
+  auto m = caf::actor_cast<caf::actor>(
+    self->system().registry().get(caf::atom_from_string(membership_name)));
+  if (!m) {
+    self->delayed_send(self, std::chrono::milliseconds(100), atoms::subscribe::value);
+    return;
+  }
+  membership = m;
+  self->monitor(m);
+  self->send(m, atoms::subscribe::value);
+}
 
 /// A peer's answer: its reply body, or why there is none.
 struct peer_answer {

@@ -123,18 +123,6 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
   }
 }
 
-void subscribe_members(coordinator_actor* self) {
-  auto& st = self->state;
-  auto m = caf::actor_cast<caf::actor>(
-    self->system().registry().get(caf::atom_from_string(membership_name)));
-  if (!m) { // it starts after the coordinator
-    self->delayed_send(self, std::chrono::milliseconds(100), atoms::subscribe::value);
-    return;
-  }
-  st.membership = m;
-  self->monitor(m);
-  self->send(m, atoms::subscribe::value);
-}
 
 void on_tick(coordinator_actor* self) {
   auto& st = self->state;
@@ -303,7 +291,7 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
           .await(
             [=](record_list& recs) {
               recover(self, recs);
-              subscribe_members(self);
+              subscribe_members(self, self->state.membership);
             },
             fail_recovery);
       },
@@ -357,7 +345,7 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
   return {
     [=](const envelope& env) { on_envelope(self, env); },
     [=](atoms::schedule) { schedule(self); },
-    [=](atoms::subscribe) { subscribe_members(self); },
+    [=](atoms::subscribe) { subscribe_members(self, self->state.membership); },
     [=](atoms::members, member_list& ms, bool majority, uint32_t agreed, uint32_t agreed_alive) {
       auto& st = self->state;
       if (majority != st.view.majority())

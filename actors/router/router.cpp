@@ -546,17 +546,6 @@ void on_envelope(router_actor* self, const envelope& env) {
   }
 }
 
-void subscribe_members(router_actor* self) {
-  auto m = caf::actor_cast<caf::actor>(
-    self->system().registry().get(caf::atom_from_string(membership_name)));
-  if (!m) {
-    self->delayed_send(self, std::chrono::milliseconds(100), atoms::subscribe::value);
-    return;
-  }
-  self->state.membership = m;
-  self->monitor(m);
-  self->send(m, atoms::subscribe::value);
-}
 
 caf::behavior router_impl(router_actor* self, router_config cfg, caf::actor coordinator,
                           caf::actor tasks) {
@@ -573,10 +562,10 @@ caf::behavior router_impl(router_actor* self, router_config cfg, caf::actor coor
       self->delayed_send(self, std::chrono::milliseconds(100), atoms::subscribe::value);
     }
   });
-  subscribe_members(self);
+  subscribe_members(self, self->state.membership);
   return {
     [=](const envelope& env) { on_envelope(self, env); },
-    [=](atoms::subscribe) { subscribe_members(self); },
+    [=](atoms::subscribe) { subscribe_members(self, self->state.membership); },
     [=](atoms::check, uint64_t seq) { check_forward(self, seq); },
     [=](atoms::members, member_list& ms, bool majority, uint32_t agreed, uint32_t agreed_alive) {
       self->state.view.update(std::move(ms), majority, agreed, agreed_alive);

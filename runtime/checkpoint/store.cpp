@@ -64,18 +64,6 @@ status fsync_path(const std::string& path, bool dir) {
   return {};
 }
 
-struct sha_ctx {
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  sha_ctx() { EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr); }
-  ~sha_ctx() { EVP_MD_CTX_free(ctx); }
-  void add(const void* p, size_t n) { EVP_DigestUpdate(ctx, p, n); }
-  std::string hex() {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx, md, &len);
-    return to_hex(md, len);
-  }
-};
 
 std::optional<manifest> read_manifest(const std::string& dir) {
   auto path = dir + "/" + manifest_name;
@@ -121,6 +109,41 @@ std::string manifest::dir_name() const {
   return buf;
 }
 
+sha256_stream::sha256_stream() : ctx_(EVP_MD_CTX_new()) {
+  EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
+}
+
+sha256_stream::~sha256_stream() {
+  EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_));
+}
+
+void sha256_stream::add(const void* p, size_t n) {
+  EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), p, n);
+}
+
+std::string sha256_stream::hex() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), md, &len);
+  return to_hex(md, len);
+}
+
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    auto w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0) {
+      if (w == 0)
+        errno = EIO;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
 expected<std::string> copy_file_sha256(const std::string& from, const std::string& to) {
   int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0)
@@ -130,7 +153,7 @@ expected<std::string> copy_file_sha256(const std::string& from, const std::strin
     ::close(in);
     return failure{"cannot write " + to + ": " + errno_text()};
   }
-  sha_ctx sha;
+  sha256_stream sha;
   std::unique_ptr<char[]> buf(new char[io_chunk]);
   std::string err;
   for (;;) {
@@ -144,18 +167,10 @@ expected<std::string> copy_file_sha256(const std::string& from, const std::strin
     if (n == 0)
       break;
     sha.add(buf.get(), static_cast<size_t>(n));
-    for (ssize_t done = 0; done < n;) {
-      auto w = ::write(out, buf.get() + done, static_cast<size_t>(n - done));
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w <= 0) {
-        err = "cannot write " + to + ": " + errno_text();
-        break;
-      }
-      done += w;
-    }
-    if (!err.empty())
+    if (!write_all(out, buf.get(), static_cast<size_t>(n))) {
+      err = "cannot write " + to + ": " + errno_text();
       break;
+    }
   }
   if (err.empty() && ::fsync(out) != 0)
     err = "cannot sync " + to + ": " + errno_text();
@@ -175,7 +190,7 @@ expected<std::string> file_sha256(const std::string& path) {
   int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0)
     return failure{"cannot read " + path + ": " + errno_text()};
-  sha_ctx sha;
+  sha256_stream sha;
   std::unique_ptr<char[]> buf(new char[io_chunk]);
   for (;;) {
     auto n = ::read(in, buf.get(), io_chunk);

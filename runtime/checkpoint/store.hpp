@@ -63,6 +63,24 @@ restore_plan plan_restore(const std::vector<manifest>& pieces);
 /// Whether `name` may be a file of a piece (no path, no dot files, at most 255 bytes).
 bool valid_file_name(const std::string& name);
 
+/// SHA-256 of bytes as they go by (OpenSSL), as hex at the end.
+class sha256_stream {
+public:
+  sha256_stream();
+  ~sha256_stream();
+  sha256_stream(const sha256_stream&) = delete;
+  sha256_stream& operator=(const sha256_stream&) = delete;
+  void add(const void* p, size_t n);
+  std::string hex();
+
+private:
+  void* ctx_;
+};
+
+/// Writes all `n` bytes to `fd`, again after short writes and EINTR; false (errno set) when
+/// it cannot.
+bool write_all(int fd, const char* p, size_t n);
+
 /// Copies `from` to `to` (fsynced), returning the SHA-256 of what it copied (hex).
 expected<std::string> copy_file_sha256(const std::string& from, const std::string& to);
 

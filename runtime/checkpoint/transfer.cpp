@@ -17,8 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 namespace monkey::ckpt {
 
 namespace {
@@ -132,24 +130,6 @@ expected<int> dial(const std::string& endpoint, std::chrono::milliseconds timeou
   return failure{"cannot connect to the blob server at " + endpoint + ": " + why};
 }
 
-struct sha256_stream {
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  sha256_stream() { EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr); }
-  ~sha256_stream() { EVP_MD_CTX_free(ctx); }
-  void add(const void* p, size_t n) { EVP_DigestUpdate(ctx, p, n); }
-  std::string hex() {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx, md, &len);
-    static const char* digits = "0123456789abcdef";
-    std::string out(len * 2, '0');
-    for (unsigned i = 0; i < len; ++i) {
-      out[2 * i] = digits[md[i] >> 4];
-      out[2 * i + 1] = digits[md[i] & 15];
-    }
-    return out;
-  }
-};
 
 } // namespace
 
@@ -340,16 +320,8 @@ expected<manifest> pull(store& s, const std::string& endpoint, const std::string
         break;
       }
       sha.add(buf.get(), static_cast<size_t>(n));
-      for (ssize_t done = 0; done < n;) {
-        auto w = ::write(out, buf.get() + done, static_cast<size_t>(n - done));
-        if (w < 0 && errno == EINTR)
-          continue;
-        if (w <= 0) {
-          err = "cannot write " + path + ": " + errno_text();
-          break;
-        }
-        done += w;
-      }
+      if (!write_all(out, buf.get(), static_cast<size_t>(n)))
+        err = "cannot write " + path + ": " + errno_text();
       left -= static_cast<uint64_t>(n);
     }
     ::close(out);

@@ -309,6 +309,37 @@ void restore_job(checkpoints_actor* self, caf::response_promise rp, ckpt_restore
   });
 }
 
+/// `monkey checkpoints JOB`: every alive member's pieces of the job, by piece, with the
+/// members that hold each, and the step a new attempt would resume at.
+void on_status(checkpoints_actor* self, caf::typed_response_promise<std::string> rp,
+               const std::string& job) {
+  gather(self, job, [=](std::vector<ckpt_list_reply> replies, size_t asked) mutable {
+    ckpt_status_reply out;
+    out.asked = static_cast<int32_t>(asked);
+    out.answered = static_cast<int32_t>(replies.size());
+    std::vector<ckpt::manifest> all;
+    std::map<std::string, size_t> index;
+    for (auto& r : replies)
+      for (auto& o : r.pieces) {
+        if (o.piece.job != job)
+          continue;
+        all.push_back(o.piece);
+        auto key = piece_key(o.piece);
+        if (!index.count(key)) {
+          index[key] = out.pieces.size();
+          out.pieces.push_back(ckpt_status_piece{o.piece, {}});
+        }
+        out.pieces[index[key]].nodes.push_back(r.node);
+      }
+    std::sort(out.pieces.begin(), out.pieces.end(), [](auto& a, auto& b) {
+      return a.piece.step != b.piece.step ? a.piece.step > b.piece.step
+                                          : a.piece.serial > b.piece.serial;
+    });
+    out.complete_step = ckpt::plan_restore(all).step;
+    rp.deliver(encode(out));
+  });
+}
+
 caf::result<std::string> on_envelope(checkpoints_actor* self, const envelope& env) {
   auto& st = self->state;
   switch (static_cast<verb>(env.verb)) {
@@ -325,6 +356,14 @@ caf::result<std::string> on_envelope(checkpoints_actor* self, const envelope& en
       if (!req)
         return make_error(errc::bad_request, req.error());
       return encode(local_list(st, req->job));
+    }
+    case verb::checkpoints: {
+      auto req = decode<ckpt_list_request>(env.body, "checkpoints");
+      if (!req)
+        return make_error(errc::bad_request, req.error());
+      auto rp = self->make_response_promise<std::string>();
+      on_status(self, rp, req->job);
+      return rp;
     }
     default:
       return make_error(errc::bad_request, "the checkpoints actor does not answer verb "

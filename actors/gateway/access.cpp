@@ -36,6 +36,7 @@ destination route_of(verb v) {
       return destination::coordinator;
     case verb::peer_ckpt_push:
     case verb::peer_ckpt_list:
+    case verb::checkpoints:
       return destination::checkpoints;
     case verb::submit:
     case verb::list:
@@ -89,6 +90,7 @@ bool verb_allowed(role r, verb v) {
       return r == role::client || r == role::node;
     // Clients only.
     case verb::devices:
+    case verb::checkpoints:
     case verb::tree:
     case verb::kill_actor:
     case verb::submit_tasks:

@@ -47,6 +47,9 @@ TEST_CASE("each role sends only its own verbs", "[gateway][access]") {
     CHECK_FALSE(verb_allowed(role::app, v));
     CHECK(route_of(v) == destination::checkpoints);
   }
+  CHECK(verb_allowed(role::client, verb::checkpoints));
+  CHECK_FALSE(verb_allowed(role::app, verb::checkpoints));
+  CHECK(route_of(verb::checkpoints) == destination::checkpoints);
   // The handshake is open to all, and status.
   for (auto r : {role::client, role::node, role::app}) {
     CHECK(verb_allowed(r, verb::hello));

@@ -56,6 +56,7 @@ const char* to_string(verb v) {
     case verb::peer_ckpt_push: return "peer checkpoint push";
     case verb::peer_ckpt_list: return "peer checkpoint list";
     case verb::app_checkpoint: return "app checkpoint";
+    case verb::checkpoints: return "checkpoints";
   }
   return "unknown";
 }

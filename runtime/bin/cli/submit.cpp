@@ -186,12 +186,32 @@ void warn_if_no_room(client& c, const job_spec& spec, const std::vector<job_id>&
                ids.size() > 1 ? "" : "s", ids.front().short_str().c_str());
 }
 
+/// `--checkpoint-from` takes a unique suffix too; the job must exist in the cluster (a
+/// typo would otherwise start the new job from scratch without a word).
+expected<std::string> resolve_checkpoint_from(context& ctx, const std::string& from) {
+  if (from.empty())
+    return from;
+  auto c = ctx.connect();
+  if (!c)
+    return failure{c.error()};
+  auto s = (*c)->call<show_reply>(verb::show, id_request{from});
+  if (!s)
+    return failure{"--checkpoint-from " + from + ": " + s.error()};
+  return s->record.id.str();
+}
+
 int run_submit(context& ctx, const submit_options& given, const CLI::App& sub) {
   auto afters = resolve_afters(ctx, given.afters);
   if (!afters)
     return fail(afters.error());
   submit_options o = given;
   o.afters = std::move(*afters);
+  if (sub.count("--checkpoint-from")) {
+    auto from = resolve_checkpoint_from(ctx, o.checkpoint_from);
+    if (!from)
+      return fail(from.error(), exit_usage);
+    o.checkpoint_from = *from;
+  }
   auto spec = build_spec(o, sub, ctx.command);
   if (!spec)
     return fail(spec.error(), exit_usage);
@@ -266,8 +286,8 @@ verb_def add_submit(CLI::App& app) {
                 "how long an attempt is expected to run, for backfill only (nothing is "
                 "stopped at it; without it or --timeout the job is never backfilled), e.g. 10m");
   s->add_option("--checkpoint-from", o->checkpoint_from,
-                "start from this job's newest checkpoint (its whole id) while this job has "
-                "none of its own (docs/checkpoints.md)");
+                "start from this job's newest checkpoint while this job has none of its own; "
+                "ID a unique suffix of 6 or more (docs/checkpoints.md)");
   s->add_option("--priority", o->priority, "higher runs first");
   s->add_option("--workdir", o->workdir, "working directory");
   s->add_option("--env", o->envs, "NAME=VALUE (repeatable)");

@@ -62,6 +62,7 @@ enum class verb : uint16_t {
   peer_ckpt_push = 35,  ///< "fetch this piece of a job's checkpoint from me and keep it"
   peer_ckpt_list = 36,  ///< the pieces of a job's checkpoints this node has (with tickets)
   app_checkpoint = 37,  ///< from an app host: its ranks saved a step (answered when durable)
+  checkpoints = 38,     ///< `monkey checkpoints JOB`: a job's pieces on the alive members
 };
 
 const char* to_string(verb v);
@@ -172,6 +173,23 @@ struct ckpt_list_reply {
   std::string endpoint;
   std::vector<ckpt_offer> pieces;
   MSGPACK_DEFINE_MAP(node, endpoint, pieces);
+};
+
+/// checkpoints: one piece of a job's checkpoints and the alive members that hold it.
+struct ckpt_status_piece {
+  ckpt::manifest piece;
+  std::vector<std::string> nodes;
+  MSGPACK_DEFINE_MAP(piece, nodes);
+};
+
+/// checkpoints' answer (request: ckpt_list_request): the pieces of the job's newest steps
+/// that the alive members hold, newest first, and the step a new attempt would resume at.
+struct ckpt_status_reply {
+  std::vector<ckpt_status_piece> pieces;
+  int64_t complete_step = -1; ///< the newest complete step (-1: none)
+  int32_t asked = 0;          ///< alive members asked (this node included)
+  int32_t answered = 0;
+  MSGPACK_DEFINE_MAP(pieces, complete_step, asked, answered);
 };
 
 /// app_checkpoint: the host's ranks `ranks` saved `step` (files `rank-R` under the attempt's

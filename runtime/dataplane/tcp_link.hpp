@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// A point-to-point data plane connection between two ranks over TCP (issue #11, step 1;
+// docs/dataplane.md): frames (frame.hpp) with their payloads, header and payload in one
+// vectored write, TCP_NODELAY, the kernel sizing the socket buffers.
+//
+// A connection proves the app job's per-attempt key before any frame flows: the listener
+// sends a 32-byte nonce; the dialer answers with its rank (4 bytes, little-endian) and
+// HMAC-SHA256(key, "monkey-dp-v1" + nonce + rank); the listener answers one byte 1, or
+// `ERR <reason>\n` and closes. A process without the key cannot inject bytes.
+//
+// Blocking calls with a deadline (SO_RCVTIMEO/SO_SNDTIMEO): meant for a transport thread,
+// never an actor's. Plain C++: no CAF (tcp_link.test.cpp).
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "runtime/dataplane/frame.hpp"
+#include "runtime/expected.hpp"
+
+namespace monkey::dp {
+
+class tcp_link {
+public:
+  tcp_link() = default;
+  tcp_link(tcp_link&& other) noexcept;
+  tcp_link& operator=(tcp_link&& other) noexcept;
+  tcp_link(const tcp_link&) = delete;
+  tcp_link& operator=(const tcp_link&) = delete;
+  ~tcp_link();
+
+  /// Connects to `endpoint` (host:port) and proves `key` as rank `rank`.
+  static expected<tcp_link> dial(const std::string& endpoint, const std::string& key,
+                                 uint32_t rank, std::chrono::milliseconds timeout);
+
+  /// Sends one frame: the header and `payload` (h.bytes of it) in one vectored write.
+  status send(const frame_header& h, const void* payload);
+  /// The next frame's header (refused when corrupt or over `max_bytes`).
+  expected<frame_header> recv_header(uint64_t max_bytes);
+  /// The payload of the header just received, into `dst` (h.bytes).
+  status recv_payload(void* dst, uint64_t bytes);
+
+  uint32_t peer_rank() const { return peer_rank_; }
+  bool open() const { return fd_ >= 0; }
+  void close();
+
+private:
+  friend class tcp_listener;
+  tcp_link(int fd, uint32_t peer_rank) : fd_(fd), peer_rank_(peer_rank) {}
+  int fd_ = -1;
+  uint32_t peer_rank_ = 0;
+};
+
+class tcp_listener {
+public:
+  tcp_listener() = default;
+  tcp_listener(tcp_listener&& other) noexcept;
+  tcp_listener& operator=(tcp_listener&& other) noexcept;
+  tcp_listener(const tcp_listener&) = delete;
+  tcp_listener& operator=(const tcp_listener&) = delete;
+  ~tcp_listener();
+
+  /// Listens on `host` (an ephemeral port).
+  static expected<tcp_listener> listen(const std::string& host);
+  /// host:port the others dial.
+  const std::string& endpoint() const { return endpoint_; }
+  /// Accepts the next connection and checks its proof of `key` (a wrong one is refused
+  /// with the reason, and is the error here too).
+  expected<tcp_link> accept(const std::string& key, std::chrono::milliseconds timeout);
+
+private:
+  int fd_ = -1;
+  std::string endpoint_;
+};
+
+} // namespace monkey::dp

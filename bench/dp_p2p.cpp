@@ -101,7 +101,7 @@ double link(size_t bytes, int rounds) {
   std::vector<float> buf(std::max<size_t>(count, 1), 1.0f);
   pid_t child = ::fork();
   if (child == 0) {
-    auto c = dp::tcp_link::dial(listener->endpoint(), key, 1, std::chrono::seconds(10));
+    auto c = dp::tcp_link::dial(listener->endpoint(), key, 1, 0, std::chrono::seconds(10));
     if (!c)
       _exit(1);
     for (int r = 0; r < rounds; ++r) {

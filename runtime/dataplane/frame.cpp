@@ -56,32 +56,6 @@ struct crc_table {
 
 } // namespace
 
-size_t dtype_size(dtype t) {
-  switch (t) {
-    case dtype::f32: return 4;
-    case dtype::f64: return 8;
-    case dtype::i32: return 4;
-    case dtype::i64: return 8;
-    case dtype::u8: return 1;
-    case dtype::bf16: return 2;
-    case dtype::f16: return 2;
-  }
-  return 0;
-}
-
-const char* to_string(dtype t) {
-  switch (t) {
-    case dtype::f32: return "float32";
-    case dtype::f64: return "float64";
-    case dtype::i32: return "int32";
-    case dtype::i64: return "int64";
-    case dtype::u8: return "uint8";
-    case dtype::bf16: return "bfloat16";
-    case dtype::f16: return "float16";
-  }
-  return "unknown";
-}
-
 uint32_t crc32c(const uint8_t* p, size_t n) {
   static const crc_table table;
   uint32_t c = 0xFFFFFFFFu;

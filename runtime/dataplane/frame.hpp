@@ -27,16 +27,11 @@
 #include <cstdint>
 #include <string>
 
+#include "monkey/sdk/tensor.hpp"
 #include "runtime/expected.hpp"
 
 namespace monkey::dp {
 
-/// Element types, first float32 (gradients and parameters).
-enum class dtype : uint8_t { f32 = 1, f64 = 2, i32 = 3, i64 = 4, u8 = 5, bf16 = 6, f16 = 7 };
-
-/// Bytes per element; 0 for a value that is no dtype.
-size_t dtype_size(dtype t);
-const char* to_string(dtype t);
 
 constexpr size_t header_size = 40;
 constexpr uint16_t frame_version = 1;

@@ -99,7 +99,7 @@ TEST_CASE("frames travel between two ranks over a TCP link that proved the key",
   auto accepted = std::async(std::launch::async, [&] {
     return listener->accept(key, std::chrono::seconds(5));
   });
-  auto link = tcp_link::dial(listener->endpoint(), key, 5, std::chrono::seconds(5));
+  auto link = tcp_link::dial(listener->endpoint(), key, 5, 0, std::chrono::seconds(5));
   REQUIRE(link);
   auto server = accepted.get();
   REQUIRE(server);
@@ -138,7 +138,7 @@ TEST_CASE("a connection without the attempt's key is refused on both sides",
   auto accepted = std::async(std::launch::async, [&] {
     return listener->accept("the-right-key", std::chrono::seconds(5));
   });
-  auto link = tcp_link::dial(listener->endpoint(), "a-wrong-key", 1, std::chrono::seconds(5));
+  auto link = tcp_link::dial(listener->endpoint(), "a-wrong-key", 1, 0, std::chrono::seconds(5));
   auto server = accepted.get();
   REQUIRE_FALSE(server);
   CHECK_THAT(server.error(), Catch::Contains("does not know this attempt's key"));
@@ -154,7 +154,7 @@ TEST_CASE("a frame cut short or a silent peer is an error, never a hang",
   auto accepted = std::async(std::launch::async, [&] {
     return listener->accept(key, std::chrono::milliseconds(800));
   });
-  auto link = tcp_link::dial(listener->endpoint(), key, 2, std::chrono::milliseconds(800));
+  auto link = tcp_link::dial(listener->endpoint(), key, 2, 0, std::chrono::milliseconds(800));
   REQUIRE(link);
   auto server = accepted.get();
   REQUIRE(server);

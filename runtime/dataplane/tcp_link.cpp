@@ -67,10 +67,12 @@ status write_exact(int fd, const void* src, size_t n, const char* what) {
   return {};
 }
 
-std::string proof_of(const std::string& key, const std::string& nonce, uint32_t rank) {
+std::string proof_of(const std::string& key, const std::string& nonce, uint32_t from,
+                     uint32_t to) {
   std::string msg = "monkey-dp-v1" + nonce;
-  for (int i = 0; i < 4; ++i)
-    msg.push_back(static_cast<char>(rank >> (8 * i)));
+  for (auto v : {from, to})
+    for (int i = 0; i < 4; ++i)
+      msg.push_back(static_cast<char>(v >> (8 * i)));
   return hmac_sha256(key, msg);
 }
 
@@ -82,9 +84,74 @@ void tune(int fd, std::chrono::milliseconds timeout) {
 
 } // namespace
 
+// ---- the key proof --------------------------------------------------------------------------
+
+status prove_key(int fd, const std::string& key, uint32_t from, uint32_t to,
+                 const std::string& peer) {
+  std::string nonce(nonce_size, '\0');
+  if (auto ok = read_exact(fd, nonce.data(), nonce.size(), "the challenge"); !ok)
+    return failure{ok.error()};
+  std::string answer(8, '\0');
+  for (int i = 0; i < 4; ++i) {
+    answer[static_cast<size_t>(i)] = static_cast<char>(from >> (8 * i));
+    answer[static_cast<size_t>(4 + i)] = static_cast<char>(to >> (8 * i));
+  }
+  answer += proof_of(key, nonce, from, to);
+  if (auto ok = write_exact(fd, answer.data(), answer.size(), "the proof"); !ok)
+    return failure{ok.error()};
+  char verdict = 0;
+  if (auto ok = read_exact(fd, &verdict, 1, "the verdict"); !ok)
+    return failure{ok.error()};
+  if (verdict != 1) {
+    std::string line(1, verdict);
+    char c;
+    while (line.size() < 256 && ::recv(fd, &c, 1, 0) == 1 && c != '\n')
+      line.push_back(c);
+    return failure{"data plane: " + peer + " refused the connection: "
+                   + (line.rfind("ERR ", 0) == 0 ? line.substr(4) : line)};
+  }
+  return {};
+}
+
+expected<std::pair<uint32_t, uint32_t>> check_key(int fd, const std::string& key) {
+  auto nonce = make_nonce();
+  nonce.resize(nonce_size, '\0');
+  if (auto ok = write_exact(fd, nonce.data(), nonce.size(), "the challenge"); !ok)
+    return failure{ok.error()};
+  std::string answer(8 + 32, '\0');
+  if (auto ok = read_exact(fd, answer.data(), answer.size(), "the proof"); !ok)
+    return failure{ok.error()};
+  uint32_t from = 0, to = 0;
+  for (int i = 3; i >= 0; --i) {
+    from = (from << 8) | static_cast<uint8_t>(answer[static_cast<size_t>(i)]);
+    to = (to << 8) | static_cast<uint8_t>(answer[static_cast<size_t>(4 + i)]);
+  }
+  if (!equal_digest(answer.substr(8), proof_of(key, nonce, from, to))) {
+    static const char refusal[] = "ERR the peer does not know this attempt's key\n";
+    write_exact(fd, refusal, sizeof(refusal) - 1, "the refusal");
+    return failure{"data plane: refused a connection claiming rank " + std::to_string(from)
+                   + ": it does not know this attempt's key"};
+  }
+  const char ok = 1;
+  if (auto sent = write_exact(fd, &ok, 1, "the verdict"); !sent)
+    return failure{sent.error()};
+  return std::make_pair(from, to);
+}
+
+expected<bool> wait_readable(int fd, std::chrono::milliseconds wait) {
+  if (fd < 0)
+    return failure{"data plane: the connection is closed"};
+  pollfd p{fd, POLLIN, 0};
+  int r = ::poll(&p, 1, static_cast<int>(wait.count()));
+  if (r < 0 && errno != EINTR)
+    return failure{"data plane: poll: " + errno_text()};
+  return r > 0;
+}
+
 // ---- tcp_link ------------------------------------------------------------------------------
 
-tcp_link::tcp_link(tcp_link&& other) noexcept : fd_(other.fd_), peer_rank_(other.peer_rank_) {
+tcp_link::tcp_link(tcp_link&& other) noexcept
+  : fd_(other.fd_), peer_rank_(other.peer_rank_), to_rank_(other.to_rank_) {
   other.fd_ = -1;
 }
 
@@ -93,6 +160,7 @@ tcp_link& tcp_link::operator=(tcp_link&& other) noexcept {
     close();
     fd_ = other.fd_;
     peer_rank_ = other.peer_rank_;
+    to_rank_ = other.to_rank_;
     other.fd_ = -1;
   }
   return *this;
@@ -102,6 +170,11 @@ tcp_link::~tcp_link() {
   close();
 }
 
+void tcp_link::shutdown() {
+  if (fd_ >= 0)
+    ::shutdown(fd_, SHUT_RDWR);
+}
+
 void tcp_link::close() {
   if (fd_ >= 0)
     ::close(fd_);
@@ -109,7 +182,7 @@ void tcp_link::close() {
 }
 
 expected<tcp_link> tcp_link::dial(const std::string& endpoint, const std::string& key,
-                                  uint32_t rank, std::chrono::milliseconds timeout) {
+                                  uint32_t rank, uint32_t to, std::chrono::milliseconds timeout) {
   auto colon = endpoint.rfind(':');
   if (colon == std::string::npos || colon == 0)
     return failure{"data plane: '" + endpoint + "' is not host:port"};
@@ -152,26 +225,9 @@ expected<tcp_link> tcp_link::dial(const std::string& endpoint, const std::string
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   tune(fd, timeout);
   tcp_link link(fd, 0);
-  std::string nonce(nonce_size, '\0');
-  if (auto ok = read_exact(fd, nonce.data(), nonce.size(), "the challenge"); !ok)
+  if (auto ok = prove_key(fd, key, rank, to, endpoint); !ok)
     return failure{ok.error()};
-  std::string answer(4, '\0');
-  for (int i = 0; i < 4; ++i)
-    answer[static_cast<size_t>(i)] = static_cast<char>(rank >> (8 * i));
-  answer += proof_of(key, nonce, rank);
-  if (auto ok = write_exact(fd, answer.data(), answer.size(), "the proof"); !ok)
-    return failure{ok.error()};
-  char verdict = 0;
-  if (auto ok = read_exact(fd, &verdict, 1, "the verdict"); !ok)
-    return failure{ok.error()};
-  if (verdict != 1) {
-    std::string line(1, verdict);
-    char c;
-    while (line.size() < 256 && ::recv(fd, &c, 1, 0) == 1 && c != '\n')
-      line.push_back(c);
-    return failure{"data plane: " + endpoint + " refused the connection: "
-                   + (line.rfind("ERR ", 0) == 0 ? line.substr(4) : line)};
-  }
+  link.peer_rank_ = to;
   return link;
 }
 
@@ -294,26 +350,11 @@ expected<tcp_link> tcp_listener::accept(const std::string& key, std::chrono::mil
     return failure{"data plane: accept: " + errno_text()};
   tune(fd, timeout);
   tcp_link link(fd, 0);
-  auto nonce = make_nonce();
-  nonce.resize(nonce_size, '\0');
-  if (auto ok = write_exact(fd, nonce.data(), nonce.size(), "the challenge"); !ok)
-    return failure{ok.error()};
-  std::string answer(4 + 32, '\0');
-  if (auto ok = read_exact(fd, answer.data(), answer.size(), "the proof"); !ok)
-    return failure{ok.error()};
-  uint32_t rank = 0;
-  for (int i = 3; i >= 0; --i)
-    rank = (rank << 8) | static_cast<uint8_t>(answer[static_cast<size_t>(i)]);
-  if (!equal_digest(answer.substr(4), proof_of(key, nonce, rank))) {
-    static const char refusal[] = "ERR the peer does not know this attempt's key\n";
-    write_exact(fd, refusal, sizeof(refusal) - 1, "the refusal");
-    return failure{"data plane: refused a connection claiming rank " + std::to_string(rank)
-                   + ": it does not know this attempt's key"};
-  }
-  const char ok = 1;
-  if (auto sent = write_exact(fd, &ok, 1, "the verdict"); !sent)
-    return failure{sent.error()};
-  link.peer_rank_ = rank;
+  auto who = check_key(fd, key);
+  if (!who)
+    return failure{who.error()};
+  link.peer_rank_ = who->first;
+  link.to_rank_ = who->second;
   return link;
 }
 

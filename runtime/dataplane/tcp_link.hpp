@@ -5,8 +5,9 @@
 // vectored write, TCP_NODELAY, the kernel sizing the socket buffers.
 //
 // A connection proves the app job's per-attempt key before any frame flows: the listener
-// sends a 32-byte nonce; the dialer answers with its rank (4 bytes, little-endian) and
-// HMAC-SHA256(key, "monkey-dp-v1" + nonce + rank); the listener answers one byte 1, or
+// sends a 32-byte nonce; the dialer answers with its rank and the rank it wants (4 bytes
+// each, little-endian) and HMAC-SHA256(key, "monkey-dp-v1" + nonce + from + to); the
+// listener answers one byte 1, or
 // `ERR <reason>\n` and closes. A process without the key cannot inject bytes.
 //
 // Blocking calls with a deadline (SO_RCVTIMEO/SO_SNDTIMEO): meant for a transport thread,
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "runtime/dataplane/frame.hpp"
 #include "runtime/expected.hpp"
@@ -30,9 +32,10 @@ public:
   tcp_link& operator=(const tcp_link&) = delete;
   ~tcp_link();
 
-  /// Connects to `endpoint` (host:port) and proves `key` as rank `rank`.
+  /// Connects to `endpoint` (host:port) and proves `key` as rank `rank` asking for rank
+  /// `to` (a host listens for several ranks).
   static expected<tcp_link> dial(const std::string& endpoint, const std::string& key,
-                                 uint32_t rank, std::chrono::milliseconds timeout);
+                                 uint32_t rank, uint32_t to, std::chrono::milliseconds timeout);
 
   /// Sends one frame: the header and `payload` (h.bytes of it) in one vectored write.
   status send(const frame_header& h, const void* payload);
@@ -41,8 +44,13 @@ public:
   /// The payload of the header just received, into `dst` (h.bytes).
   status recv_payload(void* dst, uint64_t bytes);
 
+  /// The rank at the other end; on the accepting side to_rank() is the rank it asked for.
   uint32_t peer_rank() const { return peer_rank_; }
+  uint32_t to_rank() const { return to_rank_; }
+  int fd() const { return fd_; }
   bool open() const { return fd_ >= 0; }
+  /// Wakes the calls blocked on the connection from other threads (they fail).
+  void shutdown();
   void close();
 
 private:
@@ -50,7 +58,17 @@ private:
   tcp_link(int fd, uint32_t peer_rank) : fd_(fd), peer_rank_(peer_rank) {}
   int fd_ = -1;
   uint32_t peer_rank_ = 0;
+  uint32_t to_rank_ = 0;
 };
+
+/// The key proof on a connected stream socket (TCP or Unix): the dialer's side, as rank
+/// `from` asking for rank `to` (`peer` names the other end in errors)...
+status prove_key(int fd, const std::string& key, uint32_t from, uint32_t to,
+                 const std::string& peer);
+/// ...and the listener's: the dialer's (from, to), or the refusal (also sent to it).
+expected<std::pair<uint32_t, uint32_t>> check_key(int fd, const std::string& key);
+/// Whether `fd` has bytes (or an end) to read within `wait`.
+expected<bool> wait_readable(int fd, std::chrono::milliseconds wait);
 
 class tcp_listener {
 public:
@@ -65,6 +83,7 @@ public:
   static expected<tcp_listener> listen(const std::string& host);
   /// host:port the others dial.
   const std::string& endpoint() const { return endpoint_; }
+  int fd() const { return fd_; }
   /// Accepts the next connection and checks its proof of `key` (a wrong one is refused
   /// with the reason, and is the error here too).
   expected<tcp_link> accept(const std::string& key, std::chrono::milliseconds timeout);

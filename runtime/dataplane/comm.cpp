@@ -1,0 +1,720 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/dataplane/comm.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <optional>
+#include <set>
+
+namespace monkey::dp {
+
+using clock = std::chrono::steady_clock;
+
+// ---- the ring schedule ---------------------------------------------------------------------------
+
+span ring_chunk(uint64_t total, int n, int c) {
+  auto un = static_cast<uint64_t>(n);
+  auto uc = static_cast<uint64_t>(c);
+  auto base = total / un, extra = total % un;
+  span s;
+  s.count = base + (uc < extra ? 1 : 0);
+  s.first = uc * base + std::min(uc, extra);
+  return s;
+}
+
+namespace {
+int mod(int a, int n) {
+  return ((a % n) + n) % n;
+}
+} // namespace
+
+ring_step reduce_scatter_step(int i, int n, int s) {
+  return {mod(i - s - 1, n), mod(i - s - 2, n)};
+}
+
+ring_step allgather_step(int i, int n, int s) {
+  return {mod(i - s, n), mod(i - s - 1, n)};
+}
+
+int ring_sum_start(int c, int n) {
+  return mod(c + 1, n);
+}
+
+void add_f32(float* __restrict d, const float* __restrict s, uint64_t n) {
+  // Eight lanes at a time (GCC's vector extension: SSE/AVX as the target allows).
+  typedef float v8 __attribute__((vector_size(32)));
+  uint64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    v8 a, b;
+    std::memcpy(&a, d + k, sizeof(a));
+    std::memcpy(&b, s + k, sizeof(b));
+    a = a + b;
+    std::memcpy(d + k, &a, sizeof(a));
+  }
+  for (; k < n; ++k)
+    d[k] = d[k] + s[k];
+}
+
+// ---- the communicator ----------------------------------------------------------------------------
+
+struct communicator::peer {
+  int32_t rank = -1;
+  std::unique_ptr<channel> ch;
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<pending_send> sends;
+  std::deque<pending_recv> posted;
+  /// Frames that came before their receive, by tag, in order: one still being read is
+  /// incomplete, and a receive that takes it waits on it.
+  struct early {
+    frame_header h;
+    buffer data;
+    bool complete = false;
+    std::optional<pending_recv> waiter;
+  };
+  std::map<uint32_t, std::deque<std::shared_ptr<early>>> unexpected;
+  std::string broken; ///< why the link failed ("": it works)
+  bool stopping = false;
+  clock::time_point last_frame = clock::now();
+  clock::time_point waiting_since = clock::now(); ///< when `posted` last became non-empty
+  std::thread rx, tx;
+};
+
+communicator::communicator(int32_t rank, int32_t world, comm_options opts)
+  : rank_(rank), world_(world), opts_(opts) {
+  peers_.resize(static_cast<size_t>(world));
+}
+
+communicator::~communicator() {
+  close();
+}
+
+void communicator::attach(int32_t peer_rank, std::unique_ptr<channel> ch) {
+  auto p = std::make_unique<peer>();
+  p->rank = peer_rank;
+  p->ch = std::move(ch);
+  peers_[static_cast<size_t>(peer_rank)] = std::move(p);
+}
+
+status communicator::start() {
+  for (int32_t r = 0; r < world_; ++r)
+    if (r != rank_ && !peers_[static_cast<size_t>(r)])
+      return failure{"data plane: rank " + std::to_string(rank_) + " has no channel to rank "
+                     + std::to_string(r)};
+  for (auto& p : peers_)
+    if (p) {
+      p->rx = std::thread([this, q = p.get()] { rx_loop(*q); });
+      p->tx = std::thread([this, q = p.get()] { tx_loop(*q); });
+    }
+  coll_thread_ = std::thread([this] {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock{cmtx_};
+        ccv_.wait(lock, [&] { return stopping_ || !collectives_.empty(); });
+        if (collectives_.empty())
+          return;
+        job = std::move(collectives_.front());
+        collectives_.pop_front();
+      }
+      job();
+    }
+  });
+  started_ = true;
+  return {};
+}
+
+void communicator::close() {
+  {
+    std::lock_guard<std::mutex> guard{cmtx_};
+    if (stopping_)
+      return;
+    stopping_ = true;
+  }
+  for (auto& p : peers_)
+    if (p) {
+      {
+        std::lock_guard<std::mutex> guard{p->m};
+        p->stopping = true;
+      }
+      fail_peer(*p, "data plane: the communicator closed");
+    }
+  ccv_.notify_all();
+  for (auto& p : peers_)
+    if (p) {
+      if (p->rx.joinable())
+        p->rx.join();
+      if (p->tx.joinable())
+        p->tx.join();
+    }
+  if (coll_thread_.joinable())
+    coll_thread_.join();
+}
+
+std::string communicator::transport(int32_t r) const {
+  if (r < 0 || r >= world_ || r == rank_ || !peers_[static_cast<size_t>(r)])
+    return "";
+  return peers_[static_cast<size_t>(r)]->ch->kind();
+}
+
+void communicator::fail_peer(peer& p, const std::string& why) {
+  std::deque<pending_send> sends;
+  std::deque<pending_recv> posted;
+  {
+    std::lock_guard<std::mutex> guard{p.m};
+    if (p.broken.empty())
+      p.broken = why;
+    sends.swap(p.sends);
+    posted.swap(p.posted);
+  }
+  p.cv.notify_all();
+  p.ch->shutdown();
+  status bad{failure{p.broken}};
+  for (auto& s : sends)
+    if (s.done)
+      s.done(bad, {});
+  for (auto& r : posted)
+    if (r.done)
+      r.done(bad, {});
+}
+
+void communicator::rx_loop(peer& p) {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> guard{p.m};
+      if (p.stopping || !p.broken.empty())
+        return;
+    }
+    auto ready = p.ch->wait_readable(std::chrono::milliseconds(100));
+    if (!ready) {
+      fail_peer(p, ready.error() + " (rank " + std::to_string(p.rank) + ")");
+      return;
+    }
+    if (!*ready) {
+      bool late = false;
+      {
+        std::lock_guard<std::mutex> guard{p.m};
+        auto since = std::max(p.waiting_since, p.last_frame);
+        late = !p.posted.empty() && clock::now() - since > opts_.timeout;
+      }
+      if (late) {
+        fail_peer(p, "data plane: rank " + std::to_string(p.rank) + " sent nothing for "
+                       + std::to_string(opts_.timeout.count())
+                       + " ms while a receive waited on it: timed out (is it frozen?)");
+        return;
+      }
+      continue;
+    }
+    auto h = p.ch->recv_header(opts_.max_frame_bytes);
+    if (!h) {
+      fail_peer(p, h.error() + " (from rank " + std::to_string(p.rank) + ")");
+      return;
+    }
+    std::optional<pending_recv> match;
+    std::shared_ptr<peer::early> early;
+    {
+      std::lock_guard<std::mutex> guard{p.m};
+      for (auto it = p.posted.begin(); it != p.posted.end(); ++it)
+        if (it->tag == h->tag) {
+          match = std::move(*it);
+          p.posted.erase(it);
+          break;
+        }
+      if (!match) {
+        // Registered before its bytes are read: a receive posted meanwhile takes this frame,
+        // not the next one under the same tag.
+        early = std::make_shared<peer::early>();
+        early->h = *h;
+        p.unexpected[h->tag].push_back(early);
+      }
+      p.last_frame = clock::now();
+    }
+    buffer into;
+    if (match && !match->into.empty() && match->into.type() == h->type
+        && match->into.count() == h->count)
+      into = match->into;
+    else
+      into = buffer(h->type, h->count);
+    auto ok = p.ch->recv_payload(into.data(), h->bytes);
+    if (early) {
+      std::lock_guard<std::mutex> guard{p.m};
+      early->data = into;
+      early->complete = true;
+      if (early->waiter)
+        match = std::move(early->waiter);
+    }
+    if (!ok) {
+      if (match && match->done)
+        match->done(ok, {});
+      fail_peer(p, ok.error() + " (from rank " + std::to_string(p.rank) + ")");
+      return;
+    }
+    if (match)
+      deliver(p.rank, *h, std::move(*match), std::move(into));
+  }
+}
+
+void communicator::deliver(int32_t from, const frame_header& h, pending_recv r, buffer data) {
+  if (!r.done)
+    return;
+  if (r.into.empty())
+    return r.done({}, std::move(data));
+  if (r.into.type() != h.type || r.into.count() != h.count)
+    return r.done(failure{"data plane: rank " + std::to_string(from) + " sent "
+                          + std::to_string(h.count) + " " + to_string(h.type)
+                          + " elements under tag " + std::to_string(h.tag)
+                          + "; the receive expected " + std::to_string(r.into.count()) + " "
+                          + to_string(r.into.type())},
+                  {});
+  if (r.into.data() != data.data())
+    std::memcpy(r.into.data(), data.data(), h.bytes);
+  r.done({}, std::move(r.into));
+}
+
+void communicator::tx_loop(peer& p) {
+  for (;;) {
+    pending_send s;
+    {
+      std::unique_lock<std::mutex> lock{p.m};
+      p.cv.wait(lock, [&] { return p.stopping || !p.broken.empty() || !p.sends.empty(); });
+      if (p.stopping || !p.broken.empty())
+        return;
+      s = std::move(p.sends.front());
+      p.sends.pop_front();
+    }
+    auto ok = p.ch->send(s.h, s.buf.data());
+    if (!ok) {
+      auto why = ok.error() + " (to rank " + std::to_string(p.rank) + ")";
+      if (s.done)
+        s.done(failure{why}, {});
+      fail_peer(p, why);
+      return;
+    }
+    if (s.done)
+      s.done({}, {});
+  }
+}
+
+void communicator::send(int32_t to, uint32_t tag, buffer buf, completion done) {
+  if (to < 0 || to >= world_ || to == rank_ || !peers_[static_cast<size_t>(to)]) {
+    done(failure{"data plane: rank " + std::to_string(rank_) + " cannot send to rank "
+                 + std::to_string(to) + " (world of " + std::to_string(world_) + ")"},
+         {});
+    return;
+  }
+  auto& p = *peers_[static_cast<size_t>(to)];
+  auto h = make_header(buf.type(), static_cast<uint32_t>(rank_), tag, buf.count());
+  {
+    std::lock_guard<std::mutex> guard{p.m};
+    if (p.broken.empty()) {
+      p.sends.push_back(pending_send{h, std::move(buf), std::move(done)});
+      p.cv.notify_all();
+      return;
+    }
+  }
+  done(failure{p.broken}, {});
+}
+
+void communicator::recv(int32_t from, uint32_t tag, buffer into, completion done) {
+  if (from < 0 || from >= world_ || from == rank_ || !peers_[static_cast<size_t>(from)]) {
+    done(failure{"data plane: rank " + std::to_string(rank_) + " cannot receive from rank "
+                 + std::to_string(from) + " (world of " + std::to_string(world_) + ")"},
+         {});
+    return;
+  }
+  auto& p = *peers_[static_cast<size_t>(from)];
+  std::shared_ptr<peer::early> early;
+  std::string broken;
+  {
+    std::lock_guard<std::mutex> guard{p.m};
+    auto it = p.unexpected.find(tag);
+    if (it != p.unexpected.end() && !it->second.empty()) {
+      early = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty())
+        p.unexpected.erase(it);
+      if (!early->complete) {
+        // Its bytes are still being read: the receiving thread delivers it.
+        early->waiter = pending_recv{tag, std::move(into), std::move(done)};
+        return;
+      }
+    } else if (!p.broken.empty()) {
+      broken = p.broken;
+    } else {
+      if (p.posted.empty())
+        p.waiting_since = clock::now();
+      p.posted.push_back(pending_recv{tag, std::move(into), std::move(done)});
+      return;
+    }
+  }
+  if (!broken.empty())
+    return done(failure{broken}, {});
+  deliver(from, early->h, pending_recv{tag, std::move(into), std::move(done)}, early->data);
+}
+
+status communicator::wait(const std::function<void(completion)>& start) {
+  auto pr = std::make_shared<std::promise<status>>();
+  auto fut = pr->get_future();
+  start([pr](const status& st, buffer) { pr->set_value(st); });
+  return fut.get();
+}
+
+// ---- collectives ---------------------------------------------------------------------------------
+
+namespace {
+
+/// One operation's end, waited for by the collective thread.
+struct flag {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  status st;
+  void set(const status& s) {
+    {
+      std::lock_guard<std::mutex> guard{m};
+      st = s;
+      done = true;
+    }
+    cv.notify_all();
+  }
+  status wait() {
+    std::unique_lock<std::mutex> lock{m};
+    cv.wait(lock, [&] { return done; });
+    return st;
+  }
+};
+using flag_ptr = std::shared_ptr<flag>;
+
+completion to_flag(const flag_ptr& f) {
+  return [f](const status& st, buffer) { f->set(st); };
+}
+
+} // namespace
+
+status communicator::sync_send(int32_t to, uint32_t tag, buffer b) {
+  auto f = std::make_shared<flag>();
+  send(to, tag, std::move(b), to_flag(f));
+  return f->wait();
+}
+
+status communicator::sync_recv(int32_t from, uint32_t tag, buffer into) {
+  auto f = std::make_shared<flag>();
+  recv(from, tag, std::move(into), to_flag(f));
+  return f->wait();
+}
+
+expected<std::vector<int32_t>> communicator::check_group(std::vector<int32_t> group,
+                                                          int& index) const {
+  if (group.empty())
+    for (int32_t r = 0; r < world_; ++r)
+      group.push_back(r);
+  std::set<int32_t> seen;
+  index = -1;
+  for (size_t k = 0; k < group.size(); ++k) {
+    auto r = group[k];
+    if (r < 0 || r >= world_)
+      return failure{"data plane: the group names rank " + std::to_string(r)
+                     + ", outside the world of " + std::to_string(world_)};
+    if (!seen.insert(r).second)
+      return failure{"data plane: the group names rank " + std::to_string(r) + " twice"};
+    if (r == rank_)
+      index = static_cast<int>(k);
+  }
+  if (index < 0)
+    return failure{"data plane: rank " + std::to_string(rank_) + " is not in the group"};
+  return group;
+}
+
+uint32_t communicator::next_tag(const std::vector<int32_t>& group) {
+  std::string key;
+  for (auto r : group)
+    key += std::to_string(r) + ",";
+  auto seq = group_seq_[key]++;
+  uint32_t h = 2166136261u;
+  for (char c : key)
+    h = (h ^ static_cast<uint8_t>(c)) * 16777619u;
+  return 0x80000000u | ((h & 0x7FFu) << 20) | (seq & 0xFFFFFu);
+}
+
+void communicator::run_collective(std::function<status()> body, completion done) {
+  {
+    std::lock_guard<std::mutex> guard{cmtx_};
+    if (!stopping_ && started_) {
+      collectives_.push_back([body = std::move(body), done = std::move(done)] {
+        auto st = body();
+        done(st, {});
+      });
+      ccv_.notify_all();
+      return;
+    }
+  }
+  done(failure{"data plane: the communicator is not running"}, {});
+}
+
+status communicator::do_reduce_scatter(buffer data, const std::vector<int32_t>& g, int i,
+                                       uint32_t tag) {
+  int n = static_cast<int>(g.size());
+  if (n == 1)
+    return {};
+  auto next = g[static_cast<size_t>((i + 1) % n)];
+  auto prev = g[static_cast<size_t>((i + n - 1) % n)];
+  auto total = data.count();
+  uint64_t seg = std::max<uint64_t>(opts_.segment_bytes / 4, 1);
+  auto max_chunk = ring_chunk(total, n, 0).count;
+  if (scratch_.count() < 2 * max_chunk)
+    scratch_ = buffer::f32(2 * max_chunk);
+  std::vector<flag_ptr> sends;
+  auto post_sends = [&](int chunk) {
+    auto c = ring_chunk(total, n, chunk);
+    for (uint64_t o = 0; o < c.count; o += seg) {
+      auto f = std::make_shared<flag>();
+      send(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)), to_flag(f));
+      sends.push_back(f);
+    }
+  };
+  auto post_recvs = [&](int step) {
+    std::vector<flag_ptr> out;
+    auto c = ring_chunk(total, n, reduce_scatter_step(i, n, step).recv_chunk);
+    auto half = scratch_.slice(static_cast<uint64_t>(step % 2) * max_chunk, max_chunk);
+    for (uint64_t o = 0; o < c.count; o += seg) {
+      auto f = std::make_shared<flag>();
+      recv(prev, tag, half.slice(o, std::min(seg, c.count - o)), to_flag(f));
+      out.push_back(f);
+    }
+    return out;
+  };
+  status result;
+  auto pending = post_recvs(0);
+  post_sends(reduce_scatter_step(i, n, 0).send_chunk);
+  for (int s = 0; s < n - 1 && result; ++s) {
+    auto mine = std::move(pending);
+    if (s + 1 < n - 1)
+      pending = post_recvs(s + 1);
+    auto c = ring_chunk(total, n, reduce_scatter_step(i, n, s).recv_chunk);
+    auto half = scratch_.slice(static_cast<uint64_t>(s % 2) * max_chunk, max_chunk);
+    size_t k = 0;
+    for (uint64_t o = 0; o < c.count; o += seg, ++k) {
+      auto len = std::min(seg, c.count - o);
+      if (auto st = mine[k]->wait(); !st) {
+        result = st;
+        break;
+      }
+      add_f32(data.f32() + c.first + o, half.f32() + o, len);
+      // The reduced segment goes on at once: it is what the next step sends.
+      if (s + 1 < n - 1) {
+        auto f = std::make_shared<flag>();
+        send(next, tag, data.slice(c.first + o, len), to_flag(f));
+        sends.push_back(f);
+      }
+    }
+  }
+  for (auto& f : sends)
+    if (auto st = f->wait(); !st && result)
+      result = st;
+  // After a failure, receives posted ahead stay posted: their tag is this call's, which no
+  // later frame carries; they end when their link fails or closes.
+  return result;
+}
+
+status communicator::do_allgather(buffer data, const std::vector<int32_t>& g, int i,
+                                  uint32_t tag) {
+  int n = static_cast<int>(g.size());
+  if (n == 1)
+    return {};
+  auto next = g[static_cast<size_t>((i + 1) % n)];
+  auto prev = g[static_cast<size_t>((i + n - 1) % n)];
+  auto total = data.count();
+  auto esize = dtype_size(data.type());
+  uint64_t seg = std::max<uint64_t>(opts_.segment_bytes / esize, 1);
+  std::vector<flag_ptr> sends;
+  auto post_recvs = [&](int step) {
+    std::vector<flag_ptr> out;
+    auto c = ring_chunk(total, n, allgather_step(i, n, step).recv_chunk);
+    for (uint64_t o = 0; o < c.count; o += seg) {
+      auto f = std::make_shared<flag>();
+      recv(prev, tag, data.slice(c.first + o, std::min(seg, c.count - o)), to_flag(f));
+      out.push_back(f);
+    }
+    return out;
+  };
+  status result;
+  auto pending = post_recvs(0);
+  {
+    auto c = ring_chunk(total, n, allgather_step(i, n, 0).send_chunk);
+    for (uint64_t o = 0; o < c.count; o += seg) {
+      auto f = std::make_shared<flag>();
+      send(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)), to_flag(f));
+      sends.push_back(f);
+    }
+  }
+  for (int s = 0; s < n - 1 && result; ++s) {
+    auto mine = std::move(pending);
+    if (s + 1 < n - 1)
+      pending = post_recvs(s + 1);
+    auto c = ring_chunk(total, n, allgather_step(i, n, s).recv_chunk);
+    size_t k = 0;
+    for (uint64_t o = 0; o < c.count; o += seg, ++k) {
+      if (auto st = mine[k]->wait(); !st) {
+        result = st;
+        break;
+      }
+      if (s + 1 < n - 1) {
+        auto f = std::make_shared<flag>();
+        send(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)), to_flag(f));
+        sends.push_back(f);
+      }
+    }
+  }
+  for (auto& f : sends)
+    if (auto st = f->wait(); !st && result)
+      result = st;
+  return result;
+}
+
+namespace {
+
+status need_f32(const buffer& b, const char* what) {
+  if (b.type() != dtype::f32)
+    return failure{std::string("data plane: ") + what + " reduces float32 only (the buffer holds "
+                   + to_string(b.type()) + ")"};
+  return {};
+}
+
+void scale(buffer b, span c, int n) {
+  auto* p = b.f32() + c.first;
+  auto d = static_cast<float>(n);
+  for (uint64_t k = 0; k < c.count; ++k)
+    p[k] = p[k] / d;
+}
+
+} // namespace
+
+void communicator::allreduce(buffer buf, reduce_op op, std::vector<int32_t> group,
+                             completion done) {
+  int i = 0;
+  auto g = check_group(std::move(group), i);
+  if (!g)
+    return done(failure{g.error()}, {});
+  if (auto ok = need_f32(buf, "allreduce"); !ok)
+    return done(ok, {});
+  auto tag = next_tag(*g);
+  run_collective(
+    [this, buf, op, g = *g, i, tag]() -> status {
+      auto n = static_cast<int>(g.size());
+      if (auto ok = do_reduce_scatter(buf, g, i, tag); !ok)
+        return ok;
+      if (op == reduce_op::mean)
+        scale(buf, ring_chunk(buf.count(), n, i), n);
+      return do_allgather(buf, g, i, tag);
+    },
+    std::move(done));
+}
+
+void communicator::broadcast(buffer buf, int32_t root, std::vector<int32_t> group,
+                             completion done) {
+  int i = 0;
+  auto g = check_group(std::move(group), i);
+  if (!g)
+    return done(failure{g.error()}, {});
+  auto at = std::find(g->begin(), g->end(), root);
+  if (at == g->end())
+    return done(failure{"data plane: broadcast: the root, rank " + std::to_string(root)
+                        + ", is not in the group"},
+                {});
+  int ri = static_cast<int>(at - g->begin());
+  auto tag = next_tag(*g);
+  run_collective(
+    [this, buf, g = *g, i, ri, tag]() -> status {
+      int n = static_cast<int>(g.size());
+      int d = mod(i - ri, n);
+      auto next = g[static_cast<size_t>((i + 1) % n)];
+      auto prev = g[static_cast<size_t>((i + n - 1) % n)];
+      uint64_t seg = std::max<uint64_t>(opts_.segment_bytes / dtype_size(buf.type()), 1);
+      std::vector<flag_ptr> recvs, sends;
+      if (d > 0)
+        for (uint64_t o = 0; o < buf.count(); o += seg) {
+          auto f = std::make_shared<flag>();
+          recv(prev, tag, buf.slice(o, std::min(seg, buf.count() - o)), to_flag(f));
+          recvs.push_back(f);
+        }
+      status result;
+      size_t k = 0;
+      for (uint64_t o = 0; o < buf.count() && n > 1; o += seg, ++k) {
+        if (d > 0)
+          if (auto st = recvs[k]->wait(); !st) {
+            result = st;
+            break;
+          }
+        if (d < n - 1) {
+          auto f = std::make_shared<flag>();
+          send(next, tag, buf.slice(o, std::min(seg, buf.count() - o)), to_flag(f));
+          sends.push_back(f);
+        }
+      }
+      for (auto& f : sends)
+        if (auto st = f->wait(); !st && result)
+          result = st;
+      return result;
+    },
+    std::move(done));
+}
+
+void communicator::reduce_scatter(buffer in, buffer out, reduce_op op,
+                                  std::vector<int32_t> group, completion done) {
+  int i = 0;
+  auto g = check_group(std::move(group), i);
+  if (!g)
+    return done(failure{g.error()}, {});
+  if (auto ok = need_f32(in, "reduce_scatter"); !ok)
+    return done(ok, {});
+  auto n = static_cast<int>(g->size());
+  auto mine = ring_chunk(in.count(), n, i);
+  if (out.type() != in.type() || out.count() != mine.count)
+    return done(failure{"data plane: reduce_scatter: rank " + std::to_string(rank_)
+                        + "'s output must hold its chunk, " + std::to_string(mine.count)
+                        + " elements of " + std::to_string(in.count()) + " over "
+                        + std::to_string(n) + " ranks (it holds "
+                        + std::to_string(out.count()) + ")"},
+                {});
+  auto tag = next_tag(*g);
+  run_collective(
+    [this, in, out, op, g = *g, i, tag, mine, n]() mutable -> status {
+      if (auto ok = do_reduce_scatter(in, g, i, tag); !ok)
+        return ok;
+      if (op == reduce_op::mean)
+        scale(in, mine, n);
+      if (!out.same_memory(in) || out.data() != in.slice(mine.first, 0).data())
+        std::memcpy(out.data(), in.slice(mine.first, mine.count).data(), out.bytes());
+      return {};
+    },
+    std::move(done));
+}
+
+void communicator::allgather(buffer in, buffer out, std::vector<int32_t> group,
+                             completion done) {
+  int i = 0;
+  auto g = check_group(std::move(group), i);
+  if (!g)
+    return done(failure{g.error()}, {});
+  auto n = static_cast<int>(g->size());
+  auto mine = ring_chunk(out.count(), n, i);
+  if (out.type() != in.type() || in.count() != mine.count)
+    return done(failure{"data plane: allgather: rank " + std::to_string(rank_) + "'s input must "
+                        "hold its chunk of the output, " + std::to_string(mine.count)
+                        + " elements of " + std::to_string(out.count()) + " over "
+                        + std::to_string(n) + " ranks (it holds " + std::to_string(in.count())
+                        + ")"},
+                {});
+  auto tag = next_tag(*g);
+  run_collective(
+    [this, in, out, g = *g, i, tag, mine]() mutable -> status {
+      auto dst = out.slice(mine.first, mine.count);
+      if (dst.data() != in.data())
+        std::memcpy(dst.data(), in.data(), in.bytes());
+      return do_allgather(out, g, i, tag);
+    },
+    std::move(done));
+}
+
+} // namespace monkey::dp

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// A rank's communicator (issue #11; docs/dataplane.md): point-to-point sends and receives
+// matched by (peer, tag), and the collectives over a group of ranks (ring all-reduce, chunked
+// and pipelined; broadcast; reduce-scatter; allgather), on channels (transport.hpp) to every
+// other rank. Every operation is asynchronous: it is queued and its completion runs on a data
+// plane thread when it is done or failed (the SDK turns it into a message to the actor).
+//
+// Threads: per peer one receiving (it matches arriving frames with posted receives, reading a
+// payload straight into the receive's buffer) and one sending; per rank one running the
+// collectives in the order they were called. Every rank of a group must call the same
+// collectives with the same group in the same order (as with MPI and NCCL).
+//
+// Failure: a peer that closes or dies fails every operation waiting on it at once; a peer that
+// sends nothing for `timeout` while a receive waits on it fails that receive ("timed out"),
+// and the link to it is broken from then on (its stream can no longer be trusted).
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "monkey/sdk/tensor.hpp"
+#include "runtime/dataplane/transport.hpp"
+#include "runtime/expected.hpp"
+
+namespace monkey::dp {
+
+enum class reduce_op { sum, mean };
+
+// ---- the ring schedule (pure; comm.test.cpp) -----------------------------------------------------
+
+/// Element range [first, first + count) of chunk `c` when `total` elements are split into `n`
+/// chunks: the first total % n chunks one element longer.
+struct span {
+  uint64_t first = 0, count = 0;
+};
+span ring_chunk(uint64_t total, int n, int c);
+
+/// One step of the ring at group index `i` of `n`: the chunk sent to the next member and the
+/// chunk received from the previous one. Reduce-scatter steps s = 0..n-2 leave member i
+/// holding the full reduction of chunk i; allgather steps s = 0..n-2 then pass it on.
+struct ring_step {
+  int send_chunk = 0, recv_chunk = 0;
+};
+ring_step reduce_scatter_step(int i, int n, int s);
+ring_step allgather_step(int i, int n, int s);
+
+/// The reference order of the ring's sum: chunk c is summed from group index (c + 1) % n
+/// onwards, one member after the other (what the tests compare against, bit for bit).
+int ring_sum_start(int c, int n);
+
+/// d[k] = d[k] + s[k] (float32), vectorized.
+void add_f32(float* d, const float* s, uint64_t n);
+
+// ---- the communicator ----------------------------------------------------------------------------
+
+struct comm_options {
+  std::chrono::milliseconds timeout{60000}; ///< a waiting receive's patience with a silent peer
+  uint64_t max_frame_bytes = uint64_t{1} << 34; ///< larger frames are refused
+  uint64_t segment_bytes = 1 << 20;             ///< the collectives' pipelining unit
+};
+
+/// What an operation ends with: ok or the error, and for a receive the data received.
+using completion = std::function<void(const status&, buffer)>;
+
+class communicator {
+public:
+  communicator(int32_t rank, int32_t world, comm_options opts = {});
+  ~communicator();
+  communicator(const communicator&) = delete;
+  communicator& operator=(const communicator&) = delete;
+
+  /// The channel to `peer` (before start()).
+  void attach(int32_t peer, std::unique_ptr<channel> ch);
+  /// Starts the threads; every other rank must have a channel.
+  status start();
+  /// Fails what is pending and stops the threads (the channels close).
+  void close();
+
+  int32_t rank() const { return rank_; }
+  int32_t world() const { return world_; }
+  /// The transport to `peer` ("tcp", "shm", "local"; "" for itself or none).
+  std::string transport(int32_t peer) const;
+
+  /// Sends `buf` to `to` under `tag` (user tags below 2^31).
+  void send(int32_t to, uint32_t tag, buffer buf, completion done);
+  /// Receives the next frame `from` sends under `tag`: into `into` when given (its type and
+  /// count must match the frame's), else into a new buffer of the frame's size.
+  void recv(int32_t from, uint32_t tag, buffer into, completion done);
+
+  /// The collectives over `group` (every rank when empty; this rank must be in it).
+  void allreduce(buffer buf, reduce_op op, std::vector<int32_t> group, completion done);
+  void broadcast(buffer buf, int32_t root, std::vector<int32_t> group, completion done);
+  /// `out` gets this member's chunk (ring_chunk(in.count(), n, index)) of the reduction of
+  /// every member's `in`; `in` is left as scratch.
+  void reduce_scatter(buffer in, buffer out, reduce_op op, std::vector<int32_t> group,
+                      completion done);
+  /// `out` (n chunks of ring_chunk) gets every member's `in` (its chunk) in group order.
+  void allgather(buffer in, buffer out, std::vector<int32_t> group, completion done);
+
+  /// Blocking helpers (tests, benchmarks; never on an actor's thread).
+  status wait(const std::function<void(completion)>& start);
+
+private:
+  struct peer;
+  struct pending_recv {
+    uint32_t tag;
+    buffer into;
+    completion done;
+  };
+  struct pending_send {
+    frame_header h;
+    buffer buf;
+    completion done;
+  };
+  void rx_loop(peer& p);
+  void tx_loop(peer& p);
+  void fail_peer(peer& p, const std::string& why);
+  /// Completes a receive with a frame's data (copied into its buffer, or checked and refused
+  /// when the sizes differ).
+  void deliver(int32_t from, const frame_header& h, pending_recv r, buffer data);
+  void run_collective(std::function<status()> body, completion done);
+  status sync_send(int32_t to, uint32_t tag, buffer b);
+  status sync_recv(int32_t from, uint32_t tag, buffer into);
+  status sync_sendrecv(int32_t to, buffer out, int32_t from, buffer in, uint32_t tag);
+  expected<std::vector<int32_t>> check_group(std::vector<int32_t> group, int& index) const;
+  uint32_t next_tag(const std::vector<int32_t>& group);
+  status do_reduce_scatter(buffer data, const std::vector<int32_t>& g, int i, uint32_t tag);
+  status do_allgather(buffer data, const std::vector<int32_t>& g, int i, uint32_t tag);
+
+  int32_t rank_, world_;
+  comm_options opts_;
+  std::vector<std::unique_ptr<peer>> peers_;
+  std::map<std::string, uint32_t> group_seq_;
+  buffer scratch_; ///< reduce-scatter's receive segments (the collective thread's)
+
+  std::mutex cmtx_;
+  std::condition_variable ccv_;
+  std::deque<std::function<void()>> collectives_;
+  bool stopping_ = false;
+  bool started_ = false;
+  std::thread coll_thread_;
+};
+
+} // namespace monkey::dp

@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/dataplane/comm.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <dirent.h>
+#include <future>
+#include <set>
+#include <thread>
+
+#include "runtime/dataplane/mesh.hpp"
+#include "runtime/dataplane/reference.hpp"
+
+using namespace monkey;
+using namespace monkey::dp;
+
+#define REQUIRE_OK(st)                                                                             \
+  do {                                                                                             \
+    auto&& ok_ = (st);                                                                             \
+    INFO((ok_ ? std::string() : ok_.error()));                                                     \
+    REQUIRE(ok_);                                                                                  \
+  } while (false)
+
+TEST_CASE("the ring's chunks cover every element once, uneven sizes first",
+          "[runtime][dataplane]") {
+  for (uint64_t total : {0ull, 1ull, 2ull, 5ull, 7ull, 64ull, 1000003ull})
+    for (int n : {1, 2, 3, 4, 5, 7, 13}) {
+      uint64_t next = 0, longest = 0, shortest = ~0ull;
+      for (int c = 0; c < n; ++c) {
+        auto s = ring_chunk(total, n, c);
+        CHECK(s.first == next);
+        next += s.count;
+        longest = std::max(longest, s.count);
+        shortest = std::min(shortest, s.count);
+        for (uint64_t k = s.first; k < s.first + s.count && k < s.first + 3; ++k)
+          CHECK(reference::chunk_of(total, n, k) == c);
+      }
+      CHECK(next == total);
+      CHECK(longest - shortest <= 1);
+    }
+  CHECK(ring_chunk(7, 3, 0).count == 3);
+  CHECK(ring_chunk(7, 3, 1).count == 2);
+  CHECK(ring_chunk(7, 3, 2).first == 5);
+}
+
+TEST_CASE("the ring schedule: member i ends the reduce-scatter with chunk i, every chunk "
+          "passes every member once", "[runtime][dataplane]") {
+  for (int n : {1, 2, 3, 4, 5, 7}) {
+    for (int i = 0; i < n; ++i) {
+      // What member i receives at step s is what member i-1 sent at step s.
+      for (int s = 0; s + 1 < n; ++s) {
+        CHECK(reduce_scatter_step(i, n, s).recv_chunk
+              == reduce_scatter_step((i + n - 1) % n, n, s).send_chunk);
+        CHECK(allgather_step(i, n, s).recv_chunk
+              == allgather_step((i + n - 1) % n, n, s).send_chunk);
+        // A member sends on what it reduced the step before.
+        if (s > 0)
+          CHECK(reduce_scatter_step(i, n, s).send_chunk
+                == reduce_scatter_step(i, n, s - 1).recv_chunk);
+      }
+      if (n > 1) {
+        CHECK(reduce_scatter_step(i, n, n - 2).recv_chunk == i);
+        CHECK(allgather_step(i, n, 0).send_chunk == i);
+      }
+      // Chunk c starts at member c+1 and reaches member c last.
+      CHECK(reduce_scatter_step(ring_sum_start(i, n), n, 0).send_chunk == i);
+    }
+  }
+}
+
+TEST_CASE("add_f32 adds element by element at any length", "[runtime][dataplane]") {
+  for (uint64_t n : {0ull, 1ull, 7ull, 8ull, 9ull, 1023ull}) {
+    std::vector<float> d(n), s(n), want(n);
+    for (uint64_t k = 0; k < n; ++k) {
+      d[k] = reference::value(0, k, 1);
+      s[k] = reference::value(1, k, 1);
+      want[k] = d[k] + s[k];
+    }
+    add_f32(d.data(), s.data(), n);
+    CHECK(std::memcmp(d.data(), want.data(), n * sizeof(float)) == 0);
+  }
+}
+
+namespace {
+
+/// `n` communicators in this process joined by local ring pairs.
+std::vector<std::unique_ptr<communicator>> local_world(int n, uint64_t ring_bytes = 1 << 16,
+                                                       uint64_t segment = 4096) {
+  comm_options o;
+  o.timeout = std::chrono::seconds(10);
+  o.segment_bytes = segment;
+  std::vector<std::unique_ptr<communicator>> w;
+  for (int r = 0; r < n; ++r)
+    w.push_back(std::make_unique<communicator>(r, n, o));
+  for (int r = 0; r < n; ++r)
+    for (int p = r + 1; p < n; ++p) {
+      auto pair = make_local_pair(ring_bytes, o.timeout);
+      w[static_cast<size_t>(r)]->attach(p, std::move(pair.first));
+      w[static_cast<size_t>(p)]->attach(r, std::move(pair.second));
+    }
+  for (auto& c : w)
+    REQUIRE(c->start());
+  return w;
+}
+
+/// Runs `op(rank)` on every rank at once; each returns its status.
+template <class Op>
+std::vector<status> on_all(int n, Op op) {
+  std::vector<std::future<status>> fs;
+  for (int r = 0; r < n; ++r)
+    fs.push_back(std::async(std::launch::async, [&op, r] { return op(r); }));
+  std::vector<status> out;
+  for (auto& f : fs)
+    out.push_back(f.get());
+  return out;
+}
+
+buffer inputs(int32_t rank, uint64_t count, uint32_t salt) {
+  auto b = buffer::f32(count);
+  for (uint64_t k = 0; k < count; ++k)
+    b[k] = reference::value(rank, k, salt);
+  return b;
+}
+
+} // namespace
+
+TEST_CASE("point-to-point: tags match sends to receives in any order; a receive sized wrong "
+          "is an error", "[runtime][dataplane]") {
+  auto w = local_world(2);
+  auto& a = *w[0];
+  auto& b = *w[1];
+  auto x = inputs(0, 1000, 1), y = inputs(0, 3, 2);
+  // Sent tag 7 then 8; received 8 first (7 waits among the unexpected).
+  REQUIRE(a.wait([&](completion d) { a.send(1, 7, x, d); }));
+  REQUIRE(a.wait([&](completion d) { a.send(1, 8, y, d); }));
+  auto got8 = buffer::f32(3);
+  REQUIRE(b.wait([&](completion d) { b.recv(0, 8, got8, d); }));
+  CHECK(std::memcmp(got8.data(), y.data(), y.bytes()) == 0);
+  std::promise<buffer> p7;
+  b.recv(0, 7, {}, [&](const status& st, buffer got) {
+    CHECK(st);
+    p7.set_value(got);
+  });
+  auto got7 = p7.get_future().get();
+  REQUIRE(got7.count() == 1000);
+  CHECK(std::memcmp(got7.data(), x.data(), x.bytes()) == 0);
+  // A receive posted first gets the frame straight into its buffer.
+  auto into = buffer::f32(1000);
+  auto posted = std::async(std::launch::async,
+                           [&] { return b.wait([&](completion d) { b.recv(0, 9, into, d); }); });
+  REQUIRE(a.wait([&](completion d) { a.send(1, 9, x, d); }));
+  REQUIRE(posted.get());
+  CHECK(std::memcmp(into.data(), x.data(), x.bytes()) == 0);
+  // Wrong size: an error that says both sizes; the link goes on working.
+  REQUIRE(a.wait([&](completion d) { a.send(1, 10, y, d); }));
+  auto wrong = b.wait([&](completion d) { b.recv(0, 10, buffer::f32(4), d); });
+  REQUIRE_FALSE(wrong);
+  CHECK_THAT(wrong.error(), Catch::Contains("sent 3 float32 elements under tag 10; the receive "
+                                            "expected 4 float32"));
+  REQUIRE(a.wait([&](completion d) { a.send(1, 11, y, d); }));
+  CHECK(b.wait([&](completion d) { b.recv(0, 11, buffer::f32(3), d); }));
+  // Out of range and self.
+  CHECK_THAT(a.wait([&](completion d) { a.send(0, 1, y, d); }).error(),
+             Catch::Contains("cannot send to rank 0"));
+  CHECK_THAT(a.wait([&](completion d) { a.recv(5, 1, y, d); }).error(),
+             Catch::Contains("cannot receive from rank 5"));
+}
+
+TEST_CASE("collectives in one process equal the ring-order reference bit for bit",
+          "[runtime][dataplane]") {
+  for (int n : {1, 2, 3, 4, 5}) {
+    auto w = local_world(n);
+    for (uint64_t count : {1ull, 2ull, 7ull, 1000ull, 100003ull}) {
+      std::vector<int32_t> all;
+      for (int r = 0; r < n; ++r)
+        all.push_back(r);
+      uint32_t salt = static_cast<uint32_t>(count * 31 + static_cast<uint64_t>(n));
+      // allreduce sum and mean
+      for (auto op : {reduce_op::sum, reduce_op::mean}) {
+        std::vector<buffer> bufs;
+        for (int r = 0; r < n; ++r)
+          bufs.push_back(inputs(r, count, salt));
+        auto st = on_all(n, [&](int r) {
+          auto& c = *w[static_cast<size_t>(r)];
+          return c.wait([&](completion d) { c.allreduce(bufs[static_cast<size_t>(r)], op, {}, d); });
+        });
+        for (auto& s : st)
+          REQUIRE_OK(s);
+        size_t bad = 0;
+        for (int r = 0; r < n; ++r)
+          for (uint64_t k = 0; k < count; ++k) {
+            float want = reference::ring_sum(all, count, k, salt, op == reduce_op::mean);
+            float got = bufs[static_cast<size_t>(r)][k];
+            bad += std::memcmp(&want, &got, sizeof(float)) != 0;
+          }
+        INFO("n " << n << " count " << count);
+        CHECK(bad == 0);
+      }
+      // broadcast from the last rank
+      {
+        std::vector<buffer> bufs;
+        for (int r = 0; r < n; ++r)
+          bufs.push_back(inputs(r, count, salt));
+        auto root = n - 1;
+        for (auto& s : on_all(n, [&](int r) {
+               auto& c = *w[static_cast<size_t>(r)];
+               return c.wait([&](completion d) { c.broadcast(bufs[static_cast<size_t>(r)], root, {}, d); });
+             }))
+          REQUIRE_OK(s);
+        auto want = inputs(root, count, salt);
+        for (auto& b : bufs)
+          CHECK(std::memcmp(b.data(), want.data(), want.bytes()) == 0);
+      }
+      // reduce_scatter, then allgather of the pieces = allreduce
+      {
+        std::vector<buffer> ins, outs, full;
+        for (int r = 0; r < n; ++r) {
+          ins.push_back(inputs(r, count, salt));
+          outs.push_back(buffer::f32(ring_chunk(count, n, r).count));
+          full.push_back(buffer::f32(count));
+        }
+        for (auto& s : on_all(n, [&](int r) {
+               auto& c = *w[static_cast<size_t>(r)];
+               auto i = static_cast<size_t>(r);
+               INFO("n " << n << " count " << count);
+               auto ok = c.wait([&](completion d) { c.reduce_scatter(ins[i], outs[i], reduce_op::sum, {}, d); });
+               if (!ok)
+                 return ok;
+               return c.wait([&](completion d) { c.allgather(outs[i], full[i], {}, d); });
+             }))
+          REQUIRE_OK(s);
+        size_t bad = 0;
+        for (int r = 0; r < n; ++r)
+          for (uint64_t k = 0; k < count; ++k) {
+            float want = reference::ring_sum(all, count, k, salt);
+            float got = full[static_cast<size_t>(r)][k];
+            bad += std::memcmp(&want, &got, sizeof(float)) != 0;
+          }
+        CHECK(bad == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("a collective over a subset of ranks; the others go on with point-to-point",
+          "[runtime][dataplane]") {
+  auto w = local_world(5);
+  std::vector<int32_t> group{4, 1, 3}; // any order: the ring follows it
+  std::vector<buffer> bufs;
+  for (int r = 0; r < 5; ++r)
+    bufs.push_back(inputs(r, 999, 5));
+  auto st = on_all(5, [&](int r) -> status {
+    auto& c = *w[static_cast<size_t>(r)];
+    if (r == 1 || r == 3 || r == 4)
+      return c.wait([&](completion d) { c.allreduce(bufs[static_cast<size_t>(r)], reduce_op::sum, group, d); });
+    if (r == 0)
+      return c.wait([&](completion d) { c.send(2, 1, bufs[0], d); });
+    return c.wait([&](completion d) { c.recv(0, 1, bufs[2], d); });
+  });
+  for (auto& s : st)
+    REQUIRE_OK(s);
+  for (int r : {1, 3, 4})
+    for (uint64_t k = 0; k < 999; ++k) {
+      float want = reference::ring_sum(group, 999, k, 5);
+      float got = bufs[static_cast<size_t>(r)][k];
+      INFO("rank " << r << " k " << k << " want " << want << " got " << got << " plain "
+           << reference::value(4, k, 5) + reference::value(1, k, 5) + reference::value(3, k, 5));
+      REQUIRE(std::memcmp(&want, &got, sizeof(float)) == 0);
+    }
+  auto sent = inputs(0, 999, 5);
+  CHECK(std::memcmp(bufs[2].data(), sent.data(), sent.bytes()) == 0);
+  // A group that leaves this rank out, or names a rank twice, is refused at once.
+  CHECK_THAT(w[0]->wait([&](completion d) { w[0]->allreduce(bufs[0], reduce_op::sum, {1, 2}, d); }).error(),
+             Catch::Contains("rank 0 is not in the group"));
+  CHECK_THAT(w[0]->wait([&](completion d) { w[0]->allreduce(bufs[0], reduce_op::sum, {0, 2, 2}, d); }).error(),
+             Catch::Contains("rank 2 twice"));
+  CHECK_THAT(w[0]->wait([&](completion d) { w[0]->allreduce(buffer(dtype::f64, 4), reduce_op::sum, {}, d); }).error(),
+             Catch::Contains("float32 only"));
+}
+
+TEST_CASE("a closed peer fails the waiting receive at once; a silent one after the timeout",
+          "[runtime][dataplane]") {
+  comm_options o;
+  o.timeout = std::chrono::milliseconds(400);
+  communicator a(0, 2, o), b(1, 2, o);
+  auto pair = make_local_pair(1 << 16, o.timeout);
+  a.attach(1, std::move(pair.first));
+  b.attach(0, std::move(pair.second));
+  REQUIRE(a.start());
+  REQUIRE(b.start());
+  auto t0 = std::chrono::steady_clock::now();
+  auto silent = a.wait([&](completion d) { a.recv(1, 3, buffer::f32(4), d); });
+  auto waited = std::chrono::steady_clock::now() - t0;
+  REQUIRE_FALSE(silent);
+  CHECK_THAT(silent.error(), Catch::Contains("timed out"));
+  CHECK(waited >= std::chrono::milliseconds(400));
+  CHECK(waited < std::chrono::seconds(5));
+  // The link is broken from then on: a send fails at once too.
+  CHECK_FALSE(a.wait([&](completion d) { a.send(1, 3, buffer::f32(4), d); }));
+  b.close();
+}
+
+TEST_CASE("shm between two meshes: frames cross, a wrong key is refused, no /dev/shm entry",
+          "[runtime][dataplane]") {
+  auto shm_entries = [] {
+    std::set<std::string> out;
+    if (auto* d = ::opendir("/dev/shm")) {
+      while (auto* e = ::readdir(d))
+        out.insert(e->d_name);
+      ::closedir(d);
+    }
+    return out;
+  };
+  auto before = shm_entries();
+  mesh_options o;
+  o.key = "the-key";
+  o.transport = "shm";
+  o.timeout = std::chrono::seconds(5);
+  o.connect_timeout = std::chrono::seconds(5);
+  o.ring_bytes = 1 << 16;
+  auto m0 = mesh::create(3, {0, 2}, o);
+  auto m1 = mesh::create(3, {1}, o);
+  REQUIRE(m0);
+  REQUIRE(m1);
+  std::vector<std::string> eps{(*m0)->endpoint(), (*m1)->endpoint()};
+  auto joined = std::async(std::launch::async, [&] { return (*m1)->connect(eps); });
+  REQUIRE((*m0)->connect(eps));
+  REQUIRE(joined.get());
+  CHECK((*m0)->comm(0)->transport(1) == "shm");
+  CHECK((*m0)->comm(0)->transport(2) == "local");
+  CHECK((*m1)->comm(1)->transport(2) == "shm");
+  std::vector<buffer> bufs;
+  for (int r = 0; r < 3; ++r)
+    bufs.push_back(inputs(r, 300001, 9));
+  communicator* cs[3] = {(*m0)->comm(0), (*m1)->comm(1), (*m0)->comm(2)};
+  for (auto& s : on_all(3, [&](int r) {
+         auto* c = cs[r];
+         return c->wait([&](completion d) { c->allreduce(bufs[static_cast<size_t>(r)], reduce_op::sum, {}, d); });
+       }))
+    REQUIRE_OK(s);
+  for (uint64_t k = 0; k < 300001; k += 997) {
+    float want = reference::ring_sum({0, 1, 2}, 300001, k, 9);
+    float got = bufs[1][k];
+    REQUIRE(std::memcmp(&want, &got, sizeof(float)) == 0);
+  }
+  CHECK(shm_entries() == before);
+
+  // A stranger with another key: refused, and the mesh's connect reports who did not join.
+  o.connect_timeout = std::chrono::milliseconds(800);
+  mesh_options bad = o;
+  bad.key = "another-key";
+  auto a = mesh::create(2, {0}, o);
+  auto z = mesh::create(2, {1}, bad);
+  REQUIRE(a);
+  REQUIRE(z);
+  std::vector<std::string> two{(*a)->endpoint(), (*z)->endpoint()};
+  auto other = std::async(std::launch::async, [&] { return (*z)->connect(two); });
+  auto mine = (*a)->connect(two);
+  auto theirs = other.get();
+  REQUIRE_FALSE(mine);
+  CHECK_THAT(mine.error(), Catch::Contains("does not know this attempt's key"));
+  REQUIRE_FALSE(theirs);
+}

@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/dataplane/mesh.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cerrno>
+#include <fstream>
+#include <mutex>
+#include <poll.h>
+#include <sstream>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+namespace monkey::dp {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+struct host_endpoint {
+  std::string machine, tcp, unix_name;
+  std::vector<int32_t> ranks;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep))
+    out.push_back(cur);
+  if (!s.empty() && s.back() == sep)
+    out.emplace_back();
+  return out;
+}
+
+expected<host_endpoint> parse_endpoint(const std::string& text) {
+  auto parts = split(text, '|');
+  if (parts.size() != 5 || parts[0] != "dp1")
+    return failure{"data plane: '" + text + "' is not a data plane endpoint (dp1|machine|tcp|unix|ranks)"};
+  host_endpoint e{parts[1], parts[2], parts[3], {}};
+  for (auto& r : split(parts[4], ',')) {
+    char* end = nullptr;
+    auto v = std::strtol(r.c_str(), &end, 10);
+    if (r.empty() || *end != '\0' || v < 0)
+      return failure{"data plane: endpoint '" + text + "' names a bad rank '" + r + "'"};
+    e.ranks.push_back(static_cast<int32_t>(v));
+  }
+  return e;
+}
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+} // namespace
+
+std::string machine_identity() {
+  char ns[128] = {};
+  auto n = ::readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+  return read_line("/proc/sys/kernel/random/boot_id") + "/" + (n > 0 ? std::string(ns, static_cast<size_t>(n)) : "");
+}
+
+expected<std::unique_ptr<mesh>> mesh::create(int32_t world, std::vector<int32_t> local,
+                                             mesh_options opts) {
+  std::unique_ptr<mesh> m(new mesh());
+  m->world_ = world;
+  std::sort(local.begin(), local.end());
+  m->local_ = local;
+  m->opts_ = opts;
+  auto t = tcp_listener::listen(opts.tcp_host);
+  if (!t)
+    return failure{t.error()};
+  m->tcp_ = std::move(*t);
+  auto u = unix_listener::listen();
+  if (!u)
+    return failure{u.error()};
+  m->unix_ = std::move(*u);
+  m->machine_ = machine_identity();
+  std::string ranks;
+  for (auto r : local)
+    ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+  m->endpoint_ = "dp1|" + m->machine_ + "|" + m->tcp_.endpoint() + "|" + m->unix_.name() + "|" + ranks;
+  comm_options co;
+  co.timeout = opts.timeout;
+  co.segment_bytes = opts.segment_bytes;
+  for (auto r : local)
+    m->comms_[r] = std::make_unique<communicator>(r, world, co);
+  return m;
+}
+
+mesh::~mesh() {
+  close();
+}
+
+communicator* mesh::comm(int32_t r) {
+  auto it = comms_.find(r);
+  return it == comms_.end() ? nullptr : it->second.get();
+}
+
+void mesh::close() {
+  for (auto& [r, c] : comms_)
+    c->close();
+}
+
+status mesh::connect(const std::vector<std::string>& endpoints) {
+  std::map<int32_t, host_endpoint> where; // rank → its host
+  for (auto& text : endpoints) {
+    auto e = parse_endpoint(text);
+    if (!e)
+      return failure{e.error()};
+    for (auto r : e->ranks) {
+      if (r >= world_)
+        return failure{"data plane: endpoint '" + text + "' names rank " + std::to_string(r)
+                       + " of a world of " + std::to_string(world_)};
+      if (!where.emplace(r, *e).second)
+        return failure{"data plane: two hosts claim rank " + std::to_string(r)};
+    }
+  }
+  for (int32_t r = 0; r < world_; ++r)
+    if (!where.count(r))
+      return failure{"data plane: no host runs rank " + std::to_string(r)};
+  auto is_local = [&](int32_t r) { return comms_.count(r) > 0; };
+  auto use_shm = [&](const host_endpoint& e) {
+    return opts_.transport == "shm" || (opts_.transport != "tcp" && e.machine == machine_);
+  };
+
+  // Two ranks of this host: a ring pair in memory.
+  for (auto r : local_)
+    for (auto p : local_)
+      if (r < p) {
+        auto pair = make_local_pair(opts_.ring_bytes, opts_.timeout);
+        comms_[r]->attach(p, std::move(pair.first));
+        comms_[p]->attach(r, std::move(pair.second));
+      }
+
+  // The higher ranks of other hosts dial this one's ranks: accept them meanwhile.
+  size_t inbound = 0;
+  for (auto r : local_)
+    for (int32_t p = 0; p < r; ++p)
+      if (!is_local(p))
+        ++inbound;
+  std::atomic<clock::rep> until{(clock::now() + opts_.connect_timeout).time_since_epoch().count()};
+  auto left_ms = [&] {
+    return std::chrono::duration_cast<milliseconds>(clock::time_point(clock::duration(until.load()))
+                                                    - clock::now());
+  };
+  std::mutex mtx;
+  std::string accept_error;
+  std::thread acceptor([&] {
+    size_t got = 0;
+    while (got < inbound) {
+      auto left = left_ms();
+      if (left.count() <= 0) {
+        std::lock_guard<std::mutex> guard{mtx};
+        accept_error = "data plane: " + std::to_string(inbound - got) + " of "
+                       + std::to_string(inbound) + " ranks of other hosts did not connect within "
+                       + std::to_string(opts_.connect_timeout.count()) + " ms";
+        return;
+      }
+      pollfd fds[2] = {{tcp_.fd(), POLLIN, 0}, {unix_.fd(), POLLIN, 0}};
+      if (::poll(fds, 2, static_cast<int>(std::min<long>(left.count(), 200))) <= 0)
+        continue;
+      uint32_t from = 0, to = 0;
+      std::unique_ptr<channel> ch;
+      std::string why;
+      if (fds[0].revents & POLLIN) {
+        auto l = tcp_.accept(opts_.key, opts_.timeout);
+        if (l) {
+          from = l->peer_rank();
+          to = l->to_rank();
+          ch = make_tcp_channel(std::move(*l));
+        } else {
+          why = l.error();
+        }
+      } else if (fds[1].revents & POLLIN) {
+        auto a = unix_.accept(opts_.key, opts_.ring_bytes, opts_.timeout);
+        if (a) {
+          from = a->from;
+          to = a->to;
+          ch = std::move(a->ch);
+        } else {
+          why = a.error();
+        }
+      }
+      if (!ch) {
+        // A refused stranger does not stop the others from joining.
+        std::fprintf(stderr, "%s\n", why.c_str());
+        continue;
+      }
+      auto* c = comm(static_cast<int32_t>(to));
+      if (!c || static_cast<int32_t>(from) >= static_cast<int32_t>(to) || is_local(static_cast<int32_t>(from))
+          || c->transport(static_cast<int32_t>(from)) != "") {
+        std::fprintf(stderr, "data plane: refused a connection from rank %u for rank %u\n", from, to);
+        continue;
+      }
+      c->attach(static_cast<int32_t>(from), std::move(ch));
+      ++got;
+    }
+  });
+
+  std::string dial_error;
+  for (auto r : local_)
+    for (int32_t p = r + 1; p < world_ && dial_error.empty(); ++p) {
+      if (is_local(p))
+        continue;
+      auto& e = where[p];
+      auto left = std::max<milliseconds>(left_ms(), milliseconds(1));
+      if (use_shm(e)) {
+        auto ch = dial_shm(e.unix_name, opts_.key, static_cast<uint32_t>(r), static_cast<uint32_t>(p),
+                           std::min(left, opts_.timeout));
+        if (!ch)
+          dial_error = "rank " + std::to_string(r) + " to rank " + std::to_string(p) + ": " + ch.error();
+        else
+          comms_.at(r)->attach(p, std::move(*ch));
+      } else {
+        auto l = tcp_link::dial(e.tcp, opts_.key, static_cast<uint32_t>(r), static_cast<uint32_t>(p),
+                                std::min(left, opts_.timeout));
+        if (!l)
+          dial_error = "rank " + std::to_string(r) + " to rank " + std::to_string(p) + ": " + l.error();
+        else
+          comms_.at(r)->attach(p, make_tcp_channel(std::move(*l)));
+      }
+    }
+  if (!dial_error.empty())
+    until = clock::now().time_since_epoch().count(); // the acceptor gives up too
+  acceptor.join();
+  if (!dial_error.empty())
+    return failure{"data plane: " + dial_error};
+  if (!accept_error.empty())
+    return failure{accept_error};
+  for (auto& [r, c] : comms_)
+    if (auto ok = c->start(); !ok)
+      return ok;
+  return {};
+}
+
+} // namespace monkey::dp

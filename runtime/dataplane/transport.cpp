@@ -1,0 +1,514 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/dataplane/transport.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "runtime/dataplane/tcp_link.hpp"
+#include "runtime/ids.hpp"
+#include "runtime/net/auth.hpp"
+
+namespace monkey::dp {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+// ---- tcp ---------------------------------------------------------------------------------------
+
+class tcp_channel final : public channel {
+public:
+  explicit tcp_channel(tcp_link link) : link_(std::move(link)) {}
+  expected<bool> wait_readable(milliseconds wait) override {
+    return dp::wait_readable(link_.fd(), wait);
+  }
+  expected<frame_header> recv_header(uint64_t max_bytes) override {
+    return link_.recv_header(max_bytes);
+  }
+  status recv_payload(void* dst, uint64_t bytes) override {
+    return link_.recv_payload(dst, bytes);
+  }
+  status send(const frame_header& h, const void* payload) override {
+    return link_.send(h, payload);
+  }
+  void shutdown() override { link_.shutdown(); }
+  const char* kind() const override { return "tcp"; }
+
+private:
+  tcp_link link_;
+};
+
+// ---- the ring ----------------------------------------------------------------------------------
+
+/// The control block ahead of a ring's bytes (its own cache lines per side).
+struct ring_control {
+  alignas(64) std::atomic<uint64_t> head; ///< bytes ever written (the producer's)
+  alignas(64) std::atomic<uint64_t> tail; ///< bytes ever read (the consumer's)
+  alignas(64) std::atomic<uint32_t> data_seq;
+  std::atomic<uint32_t> data_waiters;
+  alignas(64) std::atomic<uint32_t> space_seq;
+  std::atomic<uint32_t> space_waiters;
+  alignas(64) std::atomic<uint32_t> closed; ///< either side shut the channel down
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "the ring needs lock-free atomics");
+constexpr uint64_t control_bytes = 4096;
+
+void futex_wait(std::atomic<uint32_t>* word, uint32_t seen, milliseconds wait) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(wait.count() / 1000);
+  ts.tv_nsec = static_cast<long>((wait.count() % 1000) * 1000000);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+void futex_wake(std::atomic<uint32_t>* word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void notify(std::atomic<uint32_t>& seq, std::atomic<uint32_t>& waiters) {
+  seq.fetch_add(1, std::memory_order_seq_cst);
+  if (waiters.load(std::memory_order_seq_cst) != 0)
+    futex_wake(&seq);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+enum class waited { ready, timed_out, closed, peer_gone };
+
+/// One direction: a byte ring of `cap` (a power of two) bytes behind its control block.
+struct ring {
+  ring_control* c = nullptr;
+  uint8_t* data = nullptr;
+  uint64_t cap = 0;
+};
+
+/// The two rings of a channel and what tells whether the peer still lives.
+class ring_channel final : public channel {
+public:
+  /// `mem`: the mapping (unmapped at the end; nullptr for heap memory owned elsewhere).
+  ring_channel(ring out, ring in, std::shared_ptr<void> mem, int pulse_fd, milliseconds timeout,
+               const char* kind)
+    : out_(out), in_(in), mem_(std::move(mem)), pulse_fd_(pulse_fd), timeout_(timeout),
+      kind_(kind) {}
+  ~ring_channel() override {
+    shutdown();
+    if (pulse_fd_ >= 0)
+      ::close(pulse_fd_);
+  }
+
+  expected<bool> wait_readable(milliseconds wait) override {
+    auto w = wait_for(in_.c->data_seq, in_.c->data_waiters,
+                      [&] { return in_.c->head.load(std::memory_order_acquire) !=
+                                   in_.c->tail.load(std::memory_order_relaxed); },
+                      wait);
+    if (w == waited::ready)
+      return true;
+    if (w == waited::timed_out)
+      return false;
+    return failure{gone_text(w)};
+  }
+
+  expected<frame_header> recv_header(uint64_t max_bytes) override {
+    uint8_t head[header_size];
+    if (auto ok = read(head, sizeof(head), "a frame header"); !ok)
+      return failure{ok.error()};
+    return decode(head, max_bytes);
+  }
+
+  status recv_payload(void* dst, uint64_t bytes) override {
+    return read(static_cast<uint8_t*>(dst), bytes, "a frame's payload");
+  }
+
+  status send(const frame_header& h, const void* payload) override {
+    auto head = encode(h);
+    if (auto ok = write(head.data(), head.size()); !ok)
+      return ok;
+    return write(static_cast<const uint8_t*>(payload), h.bytes);
+  }
+
+  void shutdown() override {
+    if (done_.exchange(true))
+      return;
+    for (auto* c : {out_.c, in_.c}) {
+      c->closed.store(1, std::memory_order_seq_cst);
+      c->data_seq.fetch_add(1);
+      c->space_seq.fetch_add(1);
+      futex_wake(&c->data_seq);
+      futex_wake(&c->space_seq);
+    }
+    if (pulse_fd_ >= 0)
+      ::shutdown(pulse_fd_, SHUT_RDWR);
+  }
+
+  const char* kind() const override { return kind_; }
+
+private:
+  /// Waits until `ready()` or `wait` passes; spins a little first, then sleeps on the
+  /// futex, looking at the peer's pulse between sleeps.
+  template <class Ready>
+  waited wait_for(std::atomic<uint32_t>& seq, std::atomic<uint32_t>& waiters, Ready ready,
+                  milliseconds wait) {
+    for (int i = 0; i < 2000; ++i) {
+      if (ready())
+        return waited::ready;
+      cpu_relax();
+    }
+    auto until = clock::now() + wait;
+    for (;;) {
+      auto seen = seq.load(std::memory_order_seq_cst);
+      waiters.fetch_add(1, std::memory_order_seq_cst);
+      bool now_ready = ready();
+      if (!now_ready && !closed()) {
+        auto left = std::chrono::duration_cast<milliseconds>(until - clock::now());
+        if (left.count() > 0)
+          futex_wait(&seq, seen, std::min(left, milliseconds(50)));
+      }
+      waiters.fetch_sub(1, std::memory_order_seq_cst);
+      if (now_ready || ready())
+        return waited::ready;
+      if (closed())
+        return waited::closed;
+      if (!peer_alive())
+        return waited::peer_gone;
+      if (clock::now() >= until)
+        return waited::timed_out;
+    }
+  }
+
+  bool closed() const {
+    return out_.c->closed.load(std::memory_order_relaxed) != 0
+           || in_.c->closed.load(std::memory_order_relaxed) != 0;
+  }
+
+  bool peer_alive() const {
+    if (pulse_fd_ < 0)
+      return true;
+    pollfd p{pulse_fd_, POLLIN | POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) <= 0)
+      return true;
+    return (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) == 0;
+  }
+
+  std::string gone_text(waited w) const {
+    if (w == waited::closed)
+      return "data plane: the channel is closed";
+    if (w == waited::peer_gone)
+      return "data plane: the peer process went away (its end of the channel closed)";
+    return "data plane: no progress for " + std::to_string(timeout_.count())
+           + " ms (the peer is frozen or gone): timed out";
+  }
+
+  status write(const uint8_t* src, uint64_t n) {
+    auto& r = out_;
+    // Pieces of at most a quarter of the ring, so that the reader starts early.
+    const uint64_t piece = std::max<uint64_t>(r.cap / 4, 1);
+    while (n > 0) {
+      auto head = r.c->head.load(std::memory_order_relaxed);
+      uint64_t space = 0;
+      auto w = wait_for(r.c->space_seq, r.c->space_waiters,
+                        [&] {
+                          space = r.cap - (head - r.c->tail.load(std::memory_order_acquire));
+                          return space > 0;
+                        },
+                        timeout_);
+      if (w != waited::ready)
+        return failure{gone_text(w)};
+      auto at = head & (r.cap - 1);
+      auto len = std::min({n, space, r.cap - at, piece});
+      std::memcpy(r.data + at, src, len);
+      r.c->head.store(head + len, std::memory_order_seq_cst);
+      notify(r.c->data_seq, r.c->data_waiters);
+      src += len;
+      n -= len;
+    }
+    return {};
+  }
+
+  status read(uint8_t* dst, uint64_t n, const char* what) {
+    auto& r = in_;
+    while (n > 0) {
+      auto tail = r.c->tail.load(std::memory_order_relaxed);
+      uint64_t avail = 0;
+      auto w = wait_for(r.c->data_seq, r.c->data_waiters,
+                        [&] {
+                          avail = r.c->head.load(std::memory_order_acquire) - tail;
+                          return avail > 0;
+                        },
+                        timeout_);
+      if (w != waited::ready)
+        return failure{gone_text(w) + " (receiving " + what + ")"};
+      auto at = tail & (r.cap - 1);
+      auto len = std::min({n, avail, r.cap - at});
+      std::memcpy(dst, r.data + at, len);
+      r.c->tail.store(tail + len, std::memory_order_seq_cst);
+      notify(r.c->space_seq, r.c->space_waiters);
+      dst += len;
+      n -= len;
+    }
+    return {};
+  }
+
+  ring out_, in_;
+  std::shared_ptr<void> mem_;
+  int pulse_fd_ = -1;
+  milliseconds timeout_;
+  const char* kind_;
+  std::atomic<bool> done_{false};
+};
+
+uint64_t round_capacity(uint64_t capacity) {
+  uint64_t cap = 4096;
+  while (cap < capacity)
+    cap <<= 1;
+  return cap;
+}
+
+/// The two rings laid out in `base`: [control A][bytes A][control B][bytes B].
+void lay_out(uint8_t* base, uint64_t cap, ring& a, ring& b, bool init) {
+  a.c = reinterpret_cast<ring_control*>(base);
+  a.data = base + control_bytes;
+  b.c = reinterpret_cast<ring_control*>(base + control_bytes + cap);
+  b.data = base + 2 * control_bytes + cap;
+  a.cap = b.cap = cap;
+  if (init)
+    for (auto* c : {a.c, b.c})
+      new (c) ring_control{};
+}
+
+status send_fd(int sock, int fd) {
+  char byte = 1;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctl;
+  msg.msg_controllen = sizeof(ctl);
+  auto* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+  if (::sendmsg(sock, &msg, MSG_NOSIGNAL) != 1)
+    return failure{"data plane: handing over the shared segment: " + errno_text()};
+  return {};
+}
+
+expected<int> recv_fd(int sock) {
+  char byte = 0;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctl;
+  msg.msg_controllen = sizeof(ctl);
+  auto r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  if (r != 1)
+    return failure{std::string("data plane: receiving the shared segment: ")
+                   + (r == 0 ? "the peer closed the connection" : errno_text())};
+  auto* cm = CMSG_FIRSTHDR(&msg);
+  if (!cm || cm->cmsg_type != SCM_RIGHTS)
+    return failure{"data plane: the peer sent no shared segment"};
+  int fd = -1;
+  std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+  return fd;
+}
+
+std::shared_ptr<void> map_segment(int fd, uint64_t bytes, std::string& why) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    why = "data plane: mapping the shared segment: " + errno_text();
+    return nullptr;
+  }
+  return std::shared_ptr<void>(p, [bytes](void* q) { ::munmap(q, bytes); });
+}
+
+void set_timeouts(int fd, milliseconds t) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(t.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+sockaddr_un abstract_address(const std::string& name, socklen_t& len) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  a.sun_path[0] = '\0';
+  auto n = std::min(name.size(), sizeof(a.sun_path) - 1);
+  std::memcpy(a.sun_path + 1, name.data(), n);
+  len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  return a;
+}
+
+} // namespace
+
+std::unique_ptr<channel> make_tcp_channel(tcp_link link) {
+  return std::make_unique<tcp_channel>(std::move(link));
+}
+
+std::pair<std::unique_ptr<channel>, std::unique_ptr<channel>>
+make_local_pair(uint64_t capacity, milliseconds timeout) {
+  auto cap = round_capacity(capacity);
+  auto bytes = 2 * (control_bytes + cap);
+  void* p = std::aligned_alloc(4096, bytes);
+  if (!p)
+    throw std::bad_alloc();
+  std::shared_ptr<void> mem(p, [](void* q) { std::free(q); });
+  ring a, b;
+  lay_out(static_cast<uint8_t*>(p), cap, a, b, true);
+  return {std::make_unique<ring_channel>(a, b, mem, -1, timeout, "local"),
+          std::make_unique<ring_channel>(b, a, mem, -1, timeout, "local")};
+}
+
+// ---- unix listener / shm ----------------------------------------------------------------------
+
+unix_listener::unix_listener(unix_listener&& other) noexcept
+  : fd_(other.fd_), name_(std::move(other.name_)) {
+  other.fd_ = -1;
+}
+
+unix_listener& unix_listener::operator=(unix_listener&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = other.fd_;
+    name_ = std::move(other.name_);
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+unix_listener::~unix_listener() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+expected<unix_listener> unix_listener::listen() {
+  unix_listener out;
+  out.name_ = "monkey-dp-" + to_hex(make_nonce()).substr(0, 24);
+  out.fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  socklen_t len = 0;
+  auto addr = abstract_address(out.name_, len);
+  if (out.fd_ < 0 || ::bind(out.fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0
+      || ::listen(out.fd_, 64) != 0)
+    return failure{"data plane: cannot listen on a Unix socket: " + errno_text()};
+  return out;
+}
+
+expected<unix_listener::accepted> unix_listener::accept(const std::string& key,
+                                                        uint64_t capacity,
+                                                        milliseconds timeout) {
+  pollfd p{fd_, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1)
+    return failure{"data plane: no peer connected within " + std::to_string(timeout.count())
+                   + " ms"};
+  int sock = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (sock < 0)
+    return failure{"data plane: accept: " + errno_text()};
+  set_timeouts(sock, timeout);
+  auto who = check_key(sock, key);
+  if (!who) {
+    ::close(sock);
+    return failure{who.error()};
+  }
+  auto cap = round_capacity(capacity);
+  auto bytes = 2 * (control_bytes + cap);
+  int seg = static_cast<int>(::syscall(SYS_memfd_create, "monkey-dp", MFD_CLOEXEC));
+  std::string why;
+  if (seg < 0 || ::ftruncate(seg, static_cast<off_t>(bytes)) != 0) {
+    why = "data plane: creating the shared segment: " + errno_text();
+    if (seg >= 0)
+      ::close(seg);
+    ::close(sock);
+    return failure{why};
+  }
+  auto mem = map_segment(seg, bytes, why);
+  if (!mem) {
+    ::close(seg);
+    ::close(sock);
+    return failure{why};
+  }
+  ring a, b;
+  lay_out(static_cast<uint8_t*>(mem.get()), cap, a, b, true);
+  // The segment's size travels ahead of its descriptor.
+  uint64_t size_le = bytes;
+  auto sent = ::send(sock, &size_le, sizeof(size_le), MSG_NOSIGNAL);
+  auto handed = sent == sizeof(size_le) ? send_fd(sock, seg)
+                                        : status{failure{"data plane: sending the segment size: "
+                                                         + errno_text()}};
+  ::close(seg);
+  if (!handed) {
+    ::close(sock);
+    return failure{handed.error()};
+  }
+  accepted out;
+  out.from = who->first;
+  out.to = who->second;
+  // The dialer writes ring A and reads ring B.
+  out.ch = std::make_unique<ring_channel>(b, a, mem, sock, timeout, "shm");
+  return out;
+}
+
+expected<std::unique_ptr<channel>> dial_shm(const std::string& name, const std::string& key,
+                                            uint32_t from, uint32_t to, milliseconds timeout) {
+  int sock = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  socklen_t len = 0;
+  auto addr = abstract_address(name, len);
+  if (sock < 0 || ::connect(sock, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+    auto why = errno_text();
+    if (sock >= 0)
+      ::close(sock);
+    return failure{"data plane: cannot connect to @" + name + ": " + why};
+  }
+  set_timeouts(sock, timeout);
+  if (auto ok = prove_key(sock, key, from, to, "@" + name); !ok) {
+    ::close(sock);
+    return failure{ok.error()};
+  }
+  uint64_t bytes = 0;
+  if (::recv(sock, &bytes, sizeof(bytes), MSG_WAITALL) != sizeof(bytes) || bytes < 2 * control_bytes
+      || bytes > (uint64_t{1} << 34)) {
+    ::close(sock);
+    return failure{"data plane: @" + name + " sent no usable segment size"};
+  }
+  auto seg = recv_fd(sock);
+  if (!seg) {
+    ::close(sock);
+    return failure{seg.error()};
+  }
+  std::string why;
+  auto mem = map_segment(*seg, bytes, why);
+  ::close(*seg);
+  if (!mem) {
+    ::close(sock);
+    return failure{why};
+  }
+  auto cap = bytes / 2 - control_bytes;
+  ring a, b;
+  lay_out(static_cast<uint8_t*>(mem.get()), cap, a, b, false);
+  return std::unique_ptr<channel>(std::make_unique<ring_channel>(a, b, mem, sock, timeout, "shm"));
+}
+
+} // namespace monkey::dp

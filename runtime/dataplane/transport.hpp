@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The data plane's transports (issue #11; docs/dataplane.md): a channel carries frames
+// (frame.hpp) both ways between two ranks, in order. Three kinds:
+//
+// - tcp:   a keyed TCP connection (tcp_link.hpp), between hosts;
+// - shm:   two single-producer single-consumer byte rings in one memfd shared by two
+//          processes on one machine, handed over (SCM_RIGHTS) on a keyed Unix socket in the
+//          abstract namespace; the socket stays open as the peer's pulse (a killed peer's end
+//          closes). memfds have no name: nothing is left in /dev/shm when a process dies;
+// - local: the same rings in this process's memory, between two ranks of one host.
+//
+// Calls block (with deadlines) and belong to transport threads, never an actor's. One thread
+// sends and one receives on a channel at a time. Plain C++: no CAF.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "runtime/dataplane/frame.hpp"
+#include "runtime/expected.hpp"
+
+namespace monkey::dp {
+
+class channel {
+public:
+  virtual ~channel() = default;
+  /// Whether the next frame starts within `wait` (false: not yet); an error when the peer is
+  /// gone (closed, died).
+  virtual expected<bool> wait_readable(std::chrono::milliseconds wait) = 0;
+  /// The next frame's header (refused when corrupt or over `max_bytes`).
+  virtual expected<frame_header> recv_header(uint64_t max_bytes) = 0;
+  /// The payload of the header just received (h.bytes) into `dst`.
+  virtual status recv_payload(void* dst, uint64_t bytes) = 0;
+  /// One frame: `h` and h.bytes of `payload`.
+  virtual status send(const frame_header& h, const void* payload) = 0;
+  /// Wakes every call blocked on the channel (they fail); the peer sees the channel closed.
+  virtual void shutdown() = 0;
+  /// "tcp", "shm" or "local".
+  virtual const char* kind() const = 0;
+};
+
+/// A channel over a keyed TCP connection; `timeout`: how long a started transfer may make no
+/// progress.
+std::unique_ptr<channel> make_tcp_channel(class tcp_link link);
+
+/// Two channels joined in this process's memory (ranks of one host), rings of `capacity`
+/// bytes each way; `timeout` as for shm.
+std::pair<std::unique_ptr<channel>, std::unique_ptr<channel>>
+make_local_pair(uint64_t capacity, std::chrono::milliseconds timeout);
+
+/// A listening Unix socket in the abstract namespace (no file): the shm transport's door.
+class unix_listener {
+public:
+  unix_listener() = default;
+  unix_listener(unix_listener&& other) noexcept;
+  unix_listener& operator=(unix_listener&& other) noexcept;
+  unix_listener(const unix_listener&) = delete;
+  unix_listener& operator=(const unix_listener&) = delete;
+  ~unix_listener();
+
+  static expected<unix_listener> listen();
+  /// The abstract name (without the leading NUL) the others dial.
+  const std::string& name() const { return name_; }
+  int fd() const { return fd_; }
+  /// Accepts the next connection, checks its key proof and answers with a new shared segment
+  /// of two rings of `capacity` bytes. The channel, the dialer's rank and the rank it asked for.
+  struct accepted {
+    std::unique_ptr<channel> ch;
+    uint32_t from = 0, to = 0;
+  };
+  expected<accepted> accept(const std::string& key, uint64_t capacity,
+                            std::chrono::milliseconds timeout);
+
+private:
+  int fd_ = -1;
+  std::string name_;
+};
+
+/// Dials the Unix socket `name` as rank `from` asking for rank `to`, proves `key` and maps the
+/// segment the listener hands over.
+expected<std::unique_ptr<channel>> dial_shm(const std::string& name, const std::string& key,
+                                            uint32_t from, uint32_t to,
+                                            std::chrono::milliseconds timeout);
+
+} // namespace monkey::dp

@@ -5,6 +5,7 @@
 //
 //   dp_ranks --rank R --world W --dir D [--transport auto|tcp|shm] [--key K]
 //            [--mode check|loop|bench|p2p] [--sizes N,N,...] [--iters I] [--timeout-ms T]
+//            [--connect-ms C]
 //
 // check: point-to-point and every collective over 1..sizes elements, compared bit for bit
 //        with the ring-order reference; prints "ok ..." lines, or "FAIL ..." and exits 1.
@@ -39,6 +40,7 @@ struct args {
   std::vector<uint64_t> sizes{1, 2, 7, 1000, 65537, 1000003};
   int iters = 20;
   long timeout_ms = 10000;
+  long connect_ms = 30000;
 };
 
 [[noreturn]] void die(const std::string& why, int code = 1) {
@@ -269,6 +271,8 @@ int main(int argc, char** argv) {
       a.iters = std::atoi(val().c_str());
     else if (k == "--timeout-ms")
       a.timeout_ms = std::atol(val().c_str());
+    else if (k == "--connect-ms")
+      a.connect_ms = std::atol(val().c_str());
     else if (k == "--sizes") {
       a.sizes.clear();
       std::stringstream ss(val());
@@ -284,7 +288,7 @@ int main(int argc, char** argv) {
   o.key = a.key;
   o.transport = a.transport;
   o.timeout = std::chrono::milliseconds(a.timeout_ms);
-  o.connect_timeout = std::chrono::seconds(30);
+  o.connect_timeout = std::chrono::milliseconds(a.connect_ms);
   auto m = mesh::create(a.world, {a.rank}, o);
   if (!m)
     die(m.error());

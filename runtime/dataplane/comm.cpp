@@ -74,6 +74,11 @@ struct communicator::peer {
     std::optional<pending_recv> waiter;
   };
   std::map<uint32_t, std::deque<std::shared_ptr<early>>> unexpected;
+  /// Buffers that held early frames, kept for the next ones of the same size (fresh memory
+  /// is slow to touch on these machines; collectives send the same sizes over and over).
+  std::map<std::pair<dtype, uint64_t>, std::vector<buffer>> pool;
+  uint64_t pooled_bytes = 0;
+  bool sending = false; ///< a thread is writing a frame to the channel
   std::string broken; ///< why the link failed ("": it works)
   bool stopping = false;
   clock::time_point last_frame = clock::now();
@@ -235,7 +240,7 @@ void communicator::rx_loop(peer& p) {
         && match->into.count() == h->count)
       into = match->into;
     else
-      into = buffer(h->type, h->count);
+      into = take_pooled(p, h->type, h->count);
     auto ok = p.ch->recv_payload(into.data(), h->bytes);
     if (early) {
       std::lock_guard<std::mutex> guard{p.m};
@@ -251,11 +256,35 @@ void communicator::rx_loop(peer& p) {
       return;
     }
     if (match)
-      deliver(p.rank, *h, std::move(*match), std::move(into));
+      deliver(p, *h, std::move(*match), std::move(into));
   }
 }
 
-void communicator::deliver(int32_t from, const frame_header& h, pending_recv r, buffer data) {
+buffer communicator::take_pooled(peer& p, dtype t, uint64_t count) {
+  {
+    std::lock_guard<std::mutex> guard{p.m};
+    auto it = p.pool.find({t, count});
+    if (it != p.pool.end() && !it->second.empty()) {
+      auto b = std::move(it->second.back());
+      it->second.pop_back();
+      p.pooled_bytes -= b.bytes();
+      return b;
+    }
+  }
+  return buffer(t, count);
+}
+
+void communicator::give_back(peer& p, buffer b) {
+  constexpr uint64_t pool_limit = uint64_t{512} << 20;
+  std::lock_guard<std::mutex> guard{p.m};
+  if (p.pooled_bytes + b.bytes() > pool_limit)
+    return;
+  p.pooled_bytes += b.bytes();
+  p.pool[{b.type(), b.count()}].push_back(std::move(b));
+}
+
+void communicator::deliver(peer& p, const frame_header& h, pending_recv r, buffer data) {
+  auto from = p.rank;
   if (!r.done)
     return;
   if (r.into.empty())
@@ -267,8 +296,10 @@ void communicator::deliver(int32_t from, const frame_header& h, pending_recv r, 
                           + "; the receive expected " + std::to_string(r.into.count()) + " "
                           + to_string(r.into.type())},
                   {});
-  if (r.into.data() != data.data())
+  if (r.into.data() != data.data()) {
     std::memcpy(r.into.data(), data.data(), h.bytes);
+    give_back(p, std::move(data));
+  }
   r.done({}, std::move(r.into));
 }
 
@@ -277,13 +308,20 @@ void communicator::tx_loop(peer& p) {
     pending_send s;
     {
       std::unique_lock<std::mutex> lock{p.m};
-      p.cv.wait(lock, [&] { return p.stopping || !p.broken.empty() || !p.sends.empty(); });
+      p.cv.wait(lock, [&] {
+        return p.stopping || !p.broken.empty() || (!p.sends.empty() && !p.sending);
+      });
       if (p.stopping || !p.broken.empty())
         return;
       s = std::move(p.sends.front());
       p.sends.pop_front();
+      p.sending = true;
     }
     auto ok = p.ch->send(s.h, s.buf.data());
+    {
+      std::lock_guard<std::mutex> guard{p.m};
+      p.sending = false;
+    }
     if (!ok) {
       auto why = ok.error() + " (to rank " + std::to_string(p.rank) + ")";
       if (s.done)
@@ -306,7 +344,23 @@ void communicator::send(int32_t to, uint32_t tag, buffer buf, completion done) {
   auto& p = *peers_[static_cast<size_t>(to)];
   auto h = make_header(buf.type(), static_cast<uint32_t>(rank_), tag, buf.count());
   {
-    std::lock_guard<std::mutex> guard{p.m};
+    std::unique_lock<std::mutex> lock{p.m};
+    if (p.broken.empty() && p.sends.empty() && !p.sending) {
+      // Nothing queued: a frame the channel takes at once (small, with room in a ring) goes
+      // out from this thread, without waking the sending one.
+      p.sending = true;
+      lock.unlock();
+      auto sent = p.ch->try_send(h, buf.data());
+      lock.lock();
+      p.sending = false;
+      if (sent) {
+        if (!p.sends.empty())
+          p.cv.notify_all();
+        lock.unlock();
+        done({}, {});
+        return;
+      }
+    }
     if (p.broken.empty()) {
       p.sends.push_back(pending_send{h, std::move(buf), std::move(done)});
       p.cv.notify_all();
@@ -350,7 +404,7 @@ void communicator::recv(int32_t from, uint32_t tag, buffer into, completion done
   }
   if (!broken.empty())
     return done(failure{broken}, {});
-  deliver(from, early->h, pending_recv{tag, std::move(into), std::move(done)}, early->data);
+  deliver(p, early->h, pending_recv{tag, std::move(into), std::move(done)}, early->data);
 }
 
 status communicator::wait(const std::function<void(completion)>& start) {

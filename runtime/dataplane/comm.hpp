@@ -126,7 +126,9 @@ private:
   void fail_peer(peer& p, const std::string& why);
   /// Completes a receive with a frame's data (copied into its buffer, or checked and refused
   /// when the sizes differ).
-  void deliver(int32_t from, const frame_header& h, pending_recv r, buffer data);
+  void deliver(peer& p, const frame_header& h, pending_recv r, buffer data);
+  buffer take_pooled(peer& p, dtype t, uint64_t count);
+  void give_back(peer& p, buffer b);
   void run_collective(std::function<status()> body, completion done);
   status sync_send(int32_t to, uint32_t tag, buffer b);
   status sync_recv(int32_t from, uint32_t tag, buffer into);

@@ -146,6 +146,22 @@ public:
     return write(static_cast<const uint8_t*>(payload), h.bytes);
   }
 
+  bool try_send(const frame_header& h, const void* payload) override {
+    auto& r = out_;
+    auto total = header_size + h.bytes;
+    if (total > r.cap / 4 || closed())
+      return false;
+    auto head = r.c->head.load(std::memory_order_relaxed);
+    if (r.cap - (head - r.c->tail.load(std::memory_order_acquire)) < total)
+      return false;
+    auto bytes = encode(h);
+    put(head, bytes.data(), header_size);
+    put(head + header_size, static_cast<const uint8_t*>(payload), h.bytes);
+    r.c->head.store(head + total, std::memory_order_seq_cst);
+    notify(r.c->data_seq, r.c->data_waiters);
+    return true;
+  }
+
   void shutdown() override {
     if (done_.exchange(true))
       return;
@@ -216,6 +232,16 @@ private:
       return "data plane: the peer process went away (its end of the channel closed)";
     return "data plane: no progress for " + std::to_string(timeout_.count())
            + " ms (the peer is frozen or gone): timed out";
+  }
+
+  /// Copies `n` bytes to the out ring at stream position `at` (wrapping).
+  void put(uint64_t at, const uint8_t* src, uint64_t n) {
+    auto& r = out_;
+    auto off = at & (r.cap - 1);
+    auto first = std::min(n, r.cap - off);
+    std::memcpy(r.data + off, src, first);
+    if (n > first)
+      std::memcpy(r.data, src + first, n - first);
   }
 
   status write(const uint8_t* src, uint64_t n) {

@@ -36,6 +36,8 @@ public:
   virtual status recv_payload(void* dst, uint64_t bytes) = 0;
   /// One frame: `h` and h.bytes of `payload`.
   virtual status send(const frame_header& h, const void* payload) = 0;
+  /// The frame when it goes out without waiting (room in a ring); false: nothing was written.
+  virtual bool try_send(const frame_header&, const void*) { return false; }
   /// Wakes every call blocked on the channel (they fail); the peer sees the channel closed.
   virtual void shutdown() = 0;
   /// "tcp", "shm" or "local".

@@ -1,0 +1,134 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The data plane between processes (issue #11): one rank per real process (bench/dp_ranks),
+over shared memory and over TCP. Point-to-point and every collective equal the ring-order
+reference bit for bit from 1 element to 64 MB with 2, 3 and 4 ranks; kill -9 of a rank in
+the middle of an all-reduce fails the others at once; a SIGSTOPped rank fails them after the
+transfer timeout; nothing is left in /dev/shm; a rank without the key is refused."""
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+from harness import BIN, check, run, wait_until
+
+DP = os.path.join(BIN, "dp_ranks")
+
+
+def shm_entries():
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def start_world(world, *args, keys=None):
+    d = tempfile.mkdtemp(prefix="monkey-dp-")
+    procs = []
+    for r in range(world):
+        extra = ["--key", keys[r]] if keys else []
+        procs.append(subprocess.Popen([DP, "--rank", str(r), "--world", str(world), "--dir", d,
+                                       *args, *extra],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True))
+    return procs
+
+
+def finish(procs, timeout):
+    outs = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+            out += "\n(timed out)"
+        outs.append((p.returncode, out))
+    return outs
+
+
+def collectives_equal_the_reference(c):
+    """Every transport, 2/3/4 ranks, sizes 1 .. 1M+3 elements; 64 MB on 2 and 4 ranks."""
+    before = shm_entries()
+    for transport in ("shm", "tcp"):
+        for world in (2, 3, 4):
+            sizes = "1,2,7,1000,65537,1000003"
+            if world in (2, 4):
+                sizes += ",16777216"  # 64 MB of float32
+            outs = finish(start_world(world, "--transport", transport, "--sizes", sizes), 300)
+            for r, (rc, out) in enumerate(outs):
+                check(rc == 0, f"{transport} world {world} rank {r} passed: rc {rc}\n{out[-2000:]}")
+                check(out.count("ok rank") == len(sizes.split(",")),
+                      f"{transport} world {world} rank {r} checked every size:\n{out[-2000:]}")
+                check(f"over {transport}" in out, f"the ranks used {transport}:\n{out[-500:]}")
+    check(shm_entries() == before, f"/dev/shm unchanged: {shm_entries() - before}")
+
+
+def killed_rank_fails_the_others_at_once(c):
+    """kill -9 of rank 1 in the middle of a loop of 16 MB all-reduces: ranks 0 and 2 get an
+    error well within the detection time, no hang; nothing left in /dev/shm."""
+    before = shm_entries()
+    for transport in ("shm", "tcp"):
+        procs = start_world(3, "--transport", transport, "--mode", "loop", "--iters", "0",
+                            "--sizes", "4194304", "--timeout-ms", "30000")
+        lines = {0: [], 1: [], 2: []}
+        # Wait for a few iterations on every rank.
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            line = procs[1].stdout.readline()
+            if line.startswith("iter 3"):
+                break
+        check(time.time() < deadline, f"{transport}: rank 1 iterated")
+        t0 = time.time()
+        procs[1].send_signal(signal.SIGKILL)
+        procs[1].wait()
+        outs = finish([procs[0], procs[2]], 20)
+        took = time.time() - t0
+        for (rc, out), r in zip(outs, (0, 2)):
+            check(rc == 3, f"{transport}: rank {r} stopped with the error code: {rc}\n{out[-1500:]}")
+            check("error after" in out, f"{transport}: rank {r} said why:\n{out[-800:]}")
+        check(took < 10, f"{transport}: the others failed within 10 s of the kill ({took:.1f} s)")
+        errors = [o.splitlines()[-1] for _, o in outs]
+        check(any(("went away" in e or "closed" in e or "Connection reset" in e) for e in errors),
+              f"{transport}: an error names the lost peer: {errors}")
+    check(shm_entries() == before, f"/dev/shm unchanged after kill -9: {shm_entries() - before}")
+
+
+def stopped_rank_times_out(c):
+    """SIGSTOP of rank 1: rank 0 and rank 2 fail with "timed out" after the transfer
+    timeout (2 s here), not before and not never."""
+    for transport in ("shm", "tcp"):
+        procs = start_world(3, "--transport", transport, "--mode", "loop", "--iters", "0",
+                            "--sizes", "262144", "--timeout-ms", "2000")
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if procs[1].stdout.readline().startswith("iter 3"):
+                break
+        t0 = time.time()
+        procs[1].send_signal(signal.SIGSTOP)
+        try:
+            outs = finish([procs[0], procs[2]], 30)
+            took = time.time() - t0
+        finally:
+            procs[1].send_signal(signal.SIGKILL)
+            procs[1].send_signal(signal.SIGCONT)
+            procs[1].wait()
+        for (rc, out), r in zip(outs, (0, 2)):
+            check(rc == 3, f"{transport}: rank {r} stopped with an error: {rc}\n{out[-1500:]}")
+        errors = " | ".join(o.splitlines()[-1] for _, o in outs)
+        check("timed out" in errors, f"{transport}: a rank timed out: {errors}")
+        check(1.5 < took < 20, f"{transport}: after the 2 s timeout ({took:.1f} s)")
+
+
+def rank_without_the_key_is_refused(c):
+    """A process with another key cannot join: the connection is refused with the reason on
+    both sides, and nobody hangs."""
+    for transport in ("shm", "tcp"):
+        procs = start_world(2, "--transport", transport, "--sizes", "10", "--connect-ms", "3000",
+                            keys=["the-job-key", "a-guess"])
+        outs = finish(procs, 60)
+        check(all(rc != 0 for rc, _ in outs), f"{transport}: both failed: {outs}")
+        check("does not know this attempt's key" in outs[0][1],
+              f"{transport}: rank 0 says it was refused: {outs[0][1][-600:]}")
+
+
+if __name__ == "__main__":
+    run(collectives_equal_the_reference, killed_rank_fails_the_others_at_once,
+        stopped_rank_times_out, rank_without_the_key_is_refused)

@@ -25,6 +25,7 @@
 #include "monkey/sdk/attempt.hpp"
 #include "monkey/sdk/version.hpp"
 #include "runtime/apps/exit_codes.hpp"
+#include "runtime/dataplane/mesh.hpp"
 #include "runtime/apps/schema.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/ids.hpp"
@@ -127,6 +128,8 @@ constexpr std::chrono::milliseconds report_interval{200};
 using start_atom = caf::atom_constant<caf::atom("a_start")>;
 /// Asked of a host's rank directory by the other hosts of a gang across nodes.
 using directory_atom = caf::atom_constant<caf::atom("a_dir")>;
+/// Asked of a host's rank directory: its data plane endpoint.
+using dataplane_atom = caf::atom_constant<caf::atom("a_dp")>;
 
 /// Reports in a row answered "this attempt does not run on this node" before the host stops.
 constexpr int orphan_reports = 10;
@@ -158,6 +161,9 @@ struct host_state {
   std::string ckpt_dir;          ///< MONKEY_CHECKPOINT_DIR ("": checkpoints are off)
   int64_t restored_step = -1;    ///< MONKEY_CHECKPOINT_STEP: restored into ckpt_dir
   size_t local_ranks = 0;        ///< how many ranks this host runs
+  dp::mesh_options plane_opts;   ///< the data plane's settings (an app that uses it)
+  std::unique_ptr<dp::mesh> plane; ///< set before any rank starts, replaced on a gang restart
+  std::atomic<uint64_t> next_op{1};
 
   std::mutex mtx; ///< guards what follows: ranks report and log from their own threads
   std::vector<caf::actor> peers; ///< entry actor per rank (each set before it starts)
@@ -245,6 +251,78 @@ void context::log(const std::string& line) const {
                  line.c_str());
     std::fflush(f);
   }
+}
+
+// ---- tensors -------------------------------------------------------------------------------------
+
+namespace {
+
+dp::reduce_op to_dp(reduce op) {
+  return op == reduce::mean ? dp::reduce_op::mean : dp::reduce_op::sum;
+}
+
+/// The operation's id, and what reaches `target` when it ends.
+std::pair<uint64_t, dp::completion> completion_for(host_state& host, const caf::actor& target) {
+  auto op = host.next_op++;
+  return {op, [op, target](const status& st, dp::buffer data) {
+            tensor_done d;
+            d.op = op;
+            if (!st)
+              d.error = st.error();
+            d.data = std::move(data);
+            caf::anon_send(target, std::move(d));
+          }};
+}
+
+} // namespace
+
+#define MONKEY_TENSOR_OP(call)                                                                     \
+  auto [op, done] = completion_for(*host_, target_);                                               \
+  auto* comm = host_->plane ? host_->plane->comm(rank_) : nullptr;                                 \
+  if (!comm)                                                                                       \
+    done(failure{host_->app && !host_->app->uses_data_plane()                                      \
+                   ? "the app has no data plane: define it with app.data_plane()"                 \
+                   : "the data plane of this host is not running"},                               \
+         {});                                                                                      \
+  else                                                                                             \
+    comm->call;                                                                                    \
+  return op;
+
+uint64_t tensors::send(int32_t to, uint32_t tag, tensor t) const {
+  if (tag & 0x80000000u) {
+    auto [op, done] = completion_for(*host_, target_);
+    done(failure{"tag " + std::to_string(tag) + " is reserved (tags are below 2^31)"}, {});
+    return op;
+  }
+  MONKEY_TENSOR_OP(send(to, tag, std::move(t), std::move(done)))
+}
+
+uint64_t tensors::recv(int32_t from, uint32_t tag, tensor into) const {
+  MONKEY_TENSOR_OP(recv(from, tag, std::move(into), std::move(done)))
+}
+
+uint64_t tensors::allreduce(tensor t, reduce r, std::vector<int32_t> group) const {
+  MONKEY_TENSOR_OP(allreduce(std::move(t), to_dp(r), std::move(group), std::move(done)))
+}
+
+uint64_t tensors::broadcast(tensor t, int32_t root, std::vector<int32_t> group) const {
+  MONKEY_TENSOR_OP(broadcast(std::move(t), root, std::move(group), std::move(done)))
+}
+
+uint64_t tensors::reduce_scatter(tensor in, tensor out, reduce r, std::vector<int32_t> group) const {
+  MONKEY_TENSOR_OP(reduce_scatter(std::move(in), std::move(out), to_dp(r), std::move(group),
+                                  std::move(done)))
+}
+
+uint64_t tensors::allgather(tensor in, tensor out, std::vector<int32_t> group) const {
+  MONKEY_TENSOR_OP(allgather(std::move(in), std::move(out), std::move(group), std::move(done)))
+}
+
+#undef MONKEY_TENSOR_OP
+
+std::string tensors::transport(int32_t peer) const {
+  auto* comm = host_->plane ? host_->plane->comm(rank_) : nullptr;
+  return comm ? comm->transport(peer) : std::string{};
 }
 
 namespace {
@@ -557,6 +635,11 @@ public:
           std::lock_guard<std::mutex> guard{st->mtx};
           return st->peers;
         },
+        [st](dataplane_atom, const std::string& token) -> caf::result<std::string> {
+          if (token != st->token)
+            return make_error(errc::refused, "wrong gang token");
+          return st->plane ? st->plane->endpoint() : std::string{};
+        },
       };
     });
     auto port = publish_actor(directory_, 0, host);
@@ -602,6 +685,17 @@ public:
           });
       if (!ok)
         return false;
+      if (st_->plane) {
+        self_->request(*dir, std::chrono::seconds(10), dataplane_atom::value, st_->token)
+          .receive([&](std::string& ep) { plane_endpoints_.push_back(ep); },
+                   [&](caf::error& err) {
+                     ok = false;
+                     std::fprintf(stderr, "app host: the host at %s did not show its data plane: "
+                                          "%s\n", ep.c_str(), sys_.render(err).c_str());
+                   });
+        if (!ok)
+          return false;
+      }
     }
     std::lock_guard<std::mutex> guard{st_->mtx};
     for (size_t r = 0; r < st_->peers.size(); ++r)
@@ -643,6 +737,8 @@ public:
   /// Waits for the ranks to finish; the process's exit code.
   int run(const std::string& node_host) {
     bool multi = static_cast<int32_t>(ranks_.size()) < st_->world;
+    if (!open_plane())
+      return 1;
     if (multi) {
       for (auto r : ranks_)
         spawn_rank(r);
@@ -654,10 +750,19 @@ public:
         stop_all();
         return code;
       }
+      if (st_->plane) {
+        plane_endpoints_.push_back(st_->plane->endpoint());
+        if (!join_plane(plane_endpoints_)) {
+          stop_all();
+          return 1;
+        }
+      }
       start_ranks(ranks_);
       std::fprintf(stderr, "app host: the gang assembled (%zu hosts); ranks %s start\n",
                    peers_.size(), rank_list_text(ranks_).c_str());
     } else {
+      if (st_->plane && !join_plane({st_->plane->endpoint()}))
+        return 1;
       spawn_and_start(ranks_);
       announce();
     }
@@ -680,6 +785,10 @@ public:
           live_.erase(it);
           if (stopping.erase(dm.source)) {
             if (stopping.empty()) {
+              if (!reset_plane()) {
+                exit_code = 1;
+                return;
+              }
               spawn_and_start(to_restart);
               to_restart.clear();
             }
@@ -728,6 +837,10 @@ public:
             note_restart(rr);
           done_.clear();
           if (live_.empty()) {
+            if (!reset_plane()) {
+              exit_code = 1;
+              return;
+            }
             spawn_and_start(to_restart);
             to_restart.clear();
             return;
@@ -764,6 +877,47 @@ public:
   }
 
 private:
+  /// The data plane (an app that uses it): listens now, joins once the endpoints are known.
+  bool open_plane() {
+    if (!app_.uses_data_plane())
+      return true;
+    auto m = dp::mesh::create(st_->world, ranks_, st_->plane_opts);
+    if (!m) {
+      std::fprintf(stderr, "app host: the data plane cannot start: %s\n", m.error().c_str());
+      return false;
+    }
+    st_->plane = std::move(*m);
+    return true;
+  }
+
+  bool join_plane(const std::vector<std::string>& endpoints) {
+    if (auto ok = st_->plane->connect(endpoints); !ok) {
+      std::fprintf(stderr, "app host: the data plane did not join: %s\n", ok.error().c_str());
+      return false;
+    }
+    std::map<std::string, int> kinds;
+    for (auto r : ranks_)
+      for (int32_t p = 0; p < st_->world; ++p)
+        if (auto t = st_->plane->comm(r)->transport(p); !t.empty())
+          kinds[t] += 1;
+    std::string said;
+    for (auto& [k, n] : kinds)
+      said += (said.empty() ? "" : ", ") + std::to_string(n) + " " + k;
+    std::fprintf(stderr, "app host: data plane joined (%s links of %zu local ranks)\n",
+                 said.empty() ? "no" : said.c_str(), ranks_.size());
+    return true;
+  }
+
+  /// A gang restart on one host: the ranks start again on a fresh data plane (what the old
+  /// one held in flight belonged to the failed ranks).
+  bool reset_plane() {
+    if (!st_->plane)
+      return true;
+    st_->plane->close();
+    st_->plane.reset();
+    return open_plane() && join_plane({st_->plane->endpoint()});
+  }
+
   void spawn_and_start(const std::vector<int32_t>& ranks) {
     for (auto r : ranks)
       spawn_rank(r);
@@ -792,6 +946,7 @@ private:
   std::string endpoint_;           ///< this host's rank directory (a gang across nodes)
   caf::actor directory_;
   std::vector<std::string> peers_; ///< every host's directory, from the node
+  std::vector<std::string> plane_endpoints_; ///< every other host's data plane endpoint
   std::string stop_;               ///< the node asked the host to stop (why)
   int unknown_reports_ = 0;        ///< reports in a row the node answered "not running here"
 };
@@ -833,6 +988,16 @@ int host_main(const definition& app) {
   st->params = with_defaults(schema, given);
   st->peers.resize(static_cast<size_t>(st->world));
   st->local_ranks = ranks.size();
+  st->plane_opts.transport = env_or("MONKEY_DP_TRANSPORT", "auto");
+  if (st->plane_opts.transport != "auto" && st->plane_opts.transport != "tcp"
+      && st->plane_opts.transport != "shm")
+    return fail("MONKEY_DP_TRANSPORT '" + st->plane_opts.transport
+                + "' is not a data plane transport: auto, tcp or shm");
+  auto dp_timeout = std::strtol(env_or("MONKEY_DP_TIMEOUT_MS", "60000").c_str(), nullptr, 10);
+  if (dp_timeout < 100)
+    return fail("MONKEY_DP_TIMEOUT_MS '" + env_or("MONKEY_DP_TIMEOUT_MS")
+                + "' is not a timeout of at least 100 ms");
+  st->plane_opts.timeout = std::chrono::milliseconds(dp_timeout);
 
   net_settings ns;
   ns.heartbeat = std::chrono::milliseconds(std::strtol(env_or("MONKEY_HEARTBEAT_MS", "250").c_str(), nullptr, 10));
@@ -859,6 +1024,10 @@ int host_main(const definition& app) {
     auto key = from_hex(env_or("MONKEY_APP_KEY"));
     if (key.empty())
       return fail("MONKEY_APP_KEY is missing or not hex: the node gives it to the app host");
+    // The data plane's connections prove the gang's secret (every host of the gang has it;
+    // the attempt key is this host's own), or this host's key when it runs every rank.
+    st->plane_opts.key = st->token.empty() ? key : st->token;
+    st->plane_opts.tcp_host = host_name;
     if (auto bad = h.authenticate(key); !bad)
       return fail("the node refused the app host: " + bad.error());
     std::signal(SIGTERM, on_stop_signal);

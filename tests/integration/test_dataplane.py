@@ -4,6 +4,7 @@ over shared memory and over TCP. Point-to-point and every collective equal the r
 reference bit for bit from 1 element to 64 MB with 2, 3 and 4 ranks; kill -9 of a rank in
 the middle of an all-reduce fails the others at once; a SIGSTOPped rank fails them after the
 transfer timeout; nothing is left in /dev/shm; a rank without the key is refused."""
+import json
 import os
 import signal
 import subprocess
@@ -129,6 +130,75 @@ def rank_without_the_key_is_refused(c):
               f"{transport}: rank 0 says it was refused: {outs[0][1][-600:]}")
 
 
+def points(c, job, key):
+    return json.loads(c.monkey("show", job, "--metric", key, "--json").stdout)["series"]
+
+
+def nodes_up(c, n):
+    c.start("n1", "--cpus", "2")
+    for i in range(2, n + 1):
+        c.start(f"n{i}", "--cpus", "2", "--join", c.nodes["n1"]["address"])
+    wait_until(lambda: len(json.loads(c.monkey("nodes", "--json").stdout)) == n, 20,
+               f"{n} members")
+
+
+def node_ids(c):
+    by_addr = {m["address"]: m["node"] for m in json.loads(c.monkey("nodes", "--json").stdout)}
+    return {name: by_addr[n["address"]] for name, n in c.nodes.items() if n["address"] in by_addr}
+
+
+def rank_logs(c, job, world=4):
+    return "\n".join(c.monkey("logs", job, "--rank", str(r), check_rc=False).stdout
+                     for r in range(world))
+
+
+def app_allreduce_across_nodes(c):
+    """The allreduce app through the SDK: 4 ranks on two nodes (two app hosts, two ranks
+    each) all-reduce 200,000 floats per step; every sum is exact on every rank; the hosts
+    reach each other over shm, and over TCP when the job asks for it."""
+    nodes_up(c, 2)
+    for transport in ("auto", "tcp"):
+        job = c.submit("--app", "allreduce", "--workers", "4", "--set", "elements=200000",
+                       "--set", "steps=6", "--env", f"MONKEY_DP_TRANSPORT={transport}")
+        s = c.wait_final(job, 120)
+        check(s["state"] == "succeeded", f"{transport}: the job succeeded: {s}")
+        check(len(s["attempts"][-1]["hosts"]) == 2, f"two hosts: {s['attempts'][-1]['hosts']}")
+        bad = points(c, job, "mismatches")
+        check(len(bad) == 4 * 6, f"{transport}: every rank checked every step: {len(bad)} points")
+        check(all(p["value"] == 0 for p in bad), f"{transport}: no element differs: {bad}")
+        logs = rank_logs(c, job)
+        want = "over shm" if transport == "auto" else "over tcp"
+        check(want in logs and "over local" in logs,
+              f"{transport}: ranks of two hosts use {want}, ranks of one host local:\n{logs[-1500:]}")
+
+
+def app_allreduce_resumes_after_kill9(c):
+    """kill -9 of a node hosting ranks of a running allreduce gang (not the owner): the
+    surviving hosts' all-reduce fails at once, the owner starts the gang again, and the new
+    attempt resumes from the checkpointed weights, which it finds exact (resume_ok)."""
+    nodes_up(c, 3)
+    job = c.submit("--app", "allreduce", "--workers", "4", "--set", "elements=100000",
+                   "--set", "steps=40", "--set", "step_ms=150", "--set", "checkpoint_every=5",
+                   "--max-requeues", "3")
+    s = wait_until(lambda: (lambda s: s if s["state"] == "running"
+                            and any(p["step"] >= 12 for p in points(c, job, "mismatches"))
+                            else None)(c.show(job)), 90, "the gang to pass step 12")
+    ids = node_ids(c)
+    parts = [h.rsplit(":", 1)[0] for h in s["attempts"][-1]["hosts"]]
+    victim = next(n for n, nid in ids.items() if nid in parts and nid != s["owner"])
+    c.env["MONKEY_ADDRESS"] = c.nodes[next(n for n in ids if n != victim)]["address"]
+    c.kill9(victim)
+    s = c.wait_final(job, 180)
+    check(s["state"] == "succeeded" and len(s["attempts"]) >= 2,
+          f"the gang finished in a new attempt after losing a node: {s}")
+    resumed = points(c, job, "resumed_at")
+    ok = points(c, job, "resume_ok")
+    check(resumed and resumed[-1]["value"] >= 10, f"resumed past 0: {resumed}")
+    check(ok and all(p["value"] == 1 for p in ok), f"the restored weights were exact: {ok}")
+    check(all(p["value"] == 0 for p in points(c, job, "mismatches")), "no sum differed")
+
+
 if __name__ == "__main__":
     run(collectives_equal_the_reference, killed_rank_fails_the_others_at_once,
-        stopped_rank_times_out, rank_without_the_key_is_refused)
+        stopped_rank_times_out, rank_without_the_key_is_refused, app_allreduce_across_nodes,
+        app_allreduce_resumes_after_kill9)

@@ -24,7 +24,10 @@
 //
 // What a rank gets (context): its rank and the world size, the job's parameters and seed,
 // the other ranks' entry actors (peer), typed app messages (send / as), metrics (report),
-// its own log (log), and the policy that restarts it when it fails.
+// its own log (log), the policy that restarts it when it fails, and (for an app that asks
+// for it with definition::data_plane) tensors between ranks: ctx.tensors(self) gives
+// point-to-point send/recv and the collectives, each completing as a tensor_done message to
+// the actor (docs/dataplane.md).
 
 #include <chrono>
 #include <cstdint>
@@ -41,6 +44,7 @@
 #include <msgpack.hpp>
 
 #include "monkey/sdk/message.hpp"
+#include "monkey/sdk/tensor.hpp"
 
 namespace monkey::app {
 
@@ -75,6 +79,15 @@ public:
   /// Another actor type of the app (listed by --describe; spawned with context::spawn).
   definition& actor(std::string actor_name, actor_fn fn);
 
+  /// The app moves tensors between its ranks (context::tensors): each app host joins the
+  /// job's data plane at gang start (shared memory between processes of one machine, TCP
+  /// between machines, memory between ranks of one host).
+  definition& data_plane(bool on = true) {
+    data_plane_ = on;
+    return *this;
+  }
+  bool uses_data_plane() const { return data_plane_; }
+
   /// What happens when a rank's actor fails, and how often (at most `max_restarts` within
   /// `window`; beyond that the attempt fails and the job's --retries take over).
   definition& on_failure(failure_policy p, int max_restarts = 3,
@@ -103,6 +116,7 @@ private:
   std::vector<param_decl> params_;
   std::vector<actor_decl> actors_;
   failure_policy policy_ = failure_policy::gang;
+  bool data_plane_ = false;
   int max_restarts_ = 3;
   std::chrono::seconds window_{60};
 };
@@ -145,6 +159,57 @@ std::optional<T> as(const app_message& m) {
 }
 
 struct host_state; // the app host's shared state (host.cpp)
+
+/// A tensor: element type, count and shared, aligned memory (monkey/sdk/tensor.hpp).
+using tensor = dp::buffer;
+using dp::dtype;
+
+/// How a collective combines the ranks' tensors (float32).
+enum class reduce { sum, mean };
+
+/// The end of a data plane operation, sent to the actor that started it.
+struct tensor_done {
+  uint64_t op = 0;   ///< what the call that started it returned
+  std::string error; ///< empty: it worked
+  tensor data;       ///< a receive's tensor (the one given, or a new one of the frame's size)
+  bool ok() const { return error.empty(); }
+};
+
+/// A rank's tensors to and from the other ranks, for one actor (context::tensors). Every
+/// call returns at once with an operation id; a tensor_done with that id reaches the actor
+/// when the operation ended. A tensor in flight must not be touched until then.
+///
+/// Collectives take a group (the ranks taking part, in ring order; empty: every rank): every
+/// rank of the group calls the same collectives in the same order. Sums are float32, in the
+/// ring's order (deterministic for a given world size and group).
+class tensors {
+public:
+  /// Sends `t` to rank `to` under `tag` (below 2^31), matched by its recv(rank, tag).
+  uint64_t send(int32_t to, uint32_t tag, tensor t) const;
+  /// Receives the next tensor `from` sends under `tag`: into `into` (its type and size must
+  /// match), or into a new tensor of the sent size when `into` is empty.
+  uint64_t recv(int32_t from, uint32_t tag, tensor into = {}) const;
+  /// Every rank of the group ends with the sum (or mean) of the group's `t`, in place.
+  uint64_t allreduce(tensor t, reduce op = reduce::sum, std::vector<int32_t> group = {}) const;
+  /// Every rank of the group ends with `root`'s `t`, in place.
+  uint64_t broadcast(tensor t, int32_t root, std::vector<int32_t> group = {}) const;
+  /// `out` gets this rank's chunk of the reduction of every `in` (chunk sizes: the count
+  /// split evenly, the first count % n chunks one longer); `in` is used as scratch.
+  uint64_t reduce_scatter(tensor in, tensor out, reduce op = reduce::sum,
+                          std::vector<int32_t> group = {}) const;
+  /// `out` (every rank's chunk, in group order) gets each rank's `in`.
+  uint64_t allgather(tensor in, tensor out, std::vector<int32_t> group = {}) const;
+  /// How this rank reaches `peer`: "shm", "tcp", "local", or "" (itself, or no data plane).
+  std::string transport(int32_t peer) const;
+
+private:
+  friend class context;
+  tensors(std::shared_ptr<host_state> host, int32_t rank, caf::actor target)
+    : host_(std::move(host)), rank_(rank), target_(std::move(target)) {}
+  std::shared_ptr<host_state> host_;
+  int32_t rank_;
+  caf::actor target_;
+};
 
 /// A rank's checkpoint: the step it was saved at and the bytes the rank saved.
 struct checkpoint {
@@ -207,6 +272,12 @@ public:
   std::optional<checkpoint> latest_checkpoint() const { return latest_checkpoint(rank_); }
   std::optional<checkpoint> latest_checkpoint(int32_t r) const;
 
+  /// This rank's tensors, their completions (tensor_done) going to `self`. Needs an app
+  /// defined with data_plane(); otherwise every operation ends with an error saying so.
+  monkey::app::tensors tensors(caf::event_based_actor* self) const {
+    return monkey::app::tensors{host_, rank_, caf::actor_cast<caf::actor>(self)};
+  }
+
   /// Spawns another actor type of the app (definition::actor) with this rank's context.
   caf::actor spawn(const std::string& actor_name) const;
 
@@ -220,6 +291,10 @@ private:
 int run(const definition& app, int argc, char** argv);
 
 } // namespace monkey::app
+
+// tensor_done only travels inside an app host (from the data plane's threads to an actor):
+// never serialized, never registered (it cannot change CAF's application identifier).
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::app::tensor_done)
 
 /// The app's `main`: `MONKEY_APP(define)` where `define()` returns the definition.
 #define MONKEY_APP(define_fn)                                                                 \

@@ -236,12 +236,20 @@ void communicator::rx_loop(peer& p) {
       p.last_frame = clock::now();
     }
     buffer into;
-    if (match && !match->into.empty() && match->into.type() == h->type
-        && match->into.count() == h->count)
+    bool fits = match && !match->into.empty() && match->into.type() == h->type
+                && match->into.count() == h->count;
+    bool added = fits && match->add;
+    if (fits)
       into = match->into;
     else
       into = take_pooled(p, h->type, h->count);
-    auto ok = p.ch->recv_payload(into.data(), h->bytes);
+    auto ok = added ? p.ch->recv_payload_add_f32(into.f32(), h->bytes)
+                    : p.ch->recv_payload(into.data(), h->bytes);
+    if (added && ok) {
+      if (match->done)
+        match->done({}, std::move(into));
+      continue;
+    }
     if (early) {
       std::lock_guard<std::mutex> guard{p.m};
       early->data = into;
@@ -297,7 +305,10 @@ void communicator::deliver(peer& p, const frame_header& h, pending_recv r, buffe
                           + to_string(r.into.type())},
                   {});
   if (r.into.data() != data.data()) {
-    std::memcpy(r.into.data(), data.data(), h.bytes);
+    if (r.add)
+      add_f32(r.into.f32(), data.f32(), h.count);
+    else
+      std::memcpy(r.into.data(), data.data(), h.bytes);
     give_back(p, std::move(data));
   }
   r.done({}, std::move(r.into));
@@ -322,6 +333,7 @@ void communicator::tx_loop(peer& p) {
       std::lock_guard<std::mutex> guard{p.m};
       p.sending = false;
     }
+    p.cv.notify_all(); // a collective waiting its turn (send_direct)
     if (!ok) {
       auto why = ok.error() + " (to rank " + std::to_string(p.rank) + ")";
       if (s.done)
@@ -353,9 +365,8 @@ void communicator::send(int32_t to, uint32_t tag, buffer buf, completion done) {
       auto sent = p.ch->try_send(h, buf.data());
       lock.lock();
       p.sending = false;
+      p.cv.notify_all();
       if (sent) {
-        if (!p.sends.empty())
-          p.cv.notify_all();
         lock.unlock();
         done({}, {});
         return;
@@ -371,10 +382,14 @@ void communicator::send(int32_t to, uint32_t tag, buffer buf, completion done) {
 }
 
 void communicator::recv(int32_t from, uint32_t tag, buffer into, completion done) {
+  post_recv(from, pending_recv{tag, std::move(into), std::move(done)});
+}
+
+void communicator::post_recv(int32_t from, pending_recv r) {
   if (from < 0 || from >= world_ || from == rank_ || !peers_[static_cast<size_t>(from)]) {
-    done(failure{"data plane: rank " + std::to_string(rank_) + " cannot receive from rank "
-                 + std::to_string(from) + " (world of " + std::to_string(world_) + ")"},
-         {});
+    r.done(failure{"data plane: rank " + std::to_string(rank_) + " cannot receive from rank "
+                   + std::to_string(from) + " (world of " + std::to_string(world_) + ")"},
+           {});
     return;
   }
   auto& p = *peers_[static_cast<size_t>(from)];
@@ -382,7 +397,7 @@ void communicator::recv(int32_t from, uint32_t tag, buffer into, completion done
   std::string broken;
   {
     std::lock_guard<std::mutex> guard{p.m};
-    auto it = p.unexpected.find(tag);
+    auto it = p.unexpected.find(r.tag);
     if (it != p.unexpected.end() && !it->second.empty()) {
       early = std::move(it->second.front());
       it->second.pop_front();
@@ -390,7 +405,7 @@ void communicator::recv(int32_t from, uint32_t tag, buffer into, completion done
         p.unexpected.erase(it);
       if (!early->complete) {
         // Its bytes are still being read: the receiving thread delivers it.
-        early->waiter = pending_recv{tag, std::move(into), std::move(done)};
+        early->waiter = std::move(r);
         return;
       }
     } else if (!p.broken.empty()) {
@@ -398,13 +413,37 @@ void communicator::recv(int32_t from, uint32_t tag, buffer into, completion done
     } else {
       if (p.posted.empty())
         p.waiting_since = clock::now();
-      p.posted.push_back(pending_recv{tag, std::move(into), std::move(done)});
+      p.posted.push_back(std::move(r));
       return;
     }
   }
   if (!broken.empty())
-    return done(failure{broken}, {});
-  deliver(p, early->h, pending_recv{tag, std::move(into), std::move(done)}, early->data);
+    return r.done(failure{broken}, {});
+  deliver(p, early->h, std::move(r), early->data);
+}
+
+status communicator::send_direct(int32_t to, uint32_t tag, const buffer& b) {
+  auto& p = *peers_[static_cast<size_t>(to)];
+  auto h = make_header(b.type(), static_cast<uint32_t>(rank_), tag, b.count());
+  {
+    std::unique_lock<std::mutex> lock{p.m};
+    p.cv.wait(lock, [&] { return !p.broken.empty() || (p.sends.empty() && !p.sending); });
+    if (!p.broken.empty())
+      return failure{p.broken};
+    p.sending = true;
+  }
+  auto ok = p.ch->send(h, b.data());
+  {
+    std::lock_guard<std::mutex> guard{p.m};
+    p.sending = false;
+  }
+  p.cv.notify_all();
+  if (!ok) {
+    auto why = ok.error() + " (to rank " + std::to_string(to) + ")";
+    fail_peer(p, why);
+    return failure{why};
+  }
+  return {};
 }
 
 status communicator::wait(const std::function<void(completion)>& start) {
@@ -515,60 +554,47 @@ status communicator::do_reduce_scatter(buffer data, const std::vector<int32_t>& 
   auto prev = g[static_cast<size_t>((i + n - 1) % n)];
   auto total = data.count();
   uint64_t seg = std::max<uint64_t>(opts_.segment_bytes / 4, 1);
-  auto max_chunk = ring_chunk(total, n, 0).count;
-  if (scratch_.count() < 2 * max_chunk)
-    scratch_ = buffer::f32(2 * max_chunk);
-  std::vector<flag_ptr> sends;
-  auto post_sends = [&](int chunk) {
-    auto c = ring_chunk(total, n, chunk);
-    for (uint64_t o = 0; o < c.count; o += seg) {
-      auto f = std::make_shared<flag>();
-      send(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)), to_flag(f));
-      sends.push_back(f);
-    }
-  };
+  // The previous member's partial sums are added straight into this member's chunk as they
+  // arrive (from the ring's memory on shm); step s + 1's are posted while step s runs.
   auto post_recvs = [&](int step) {
     std::vector<flag_ptr> out;
     auto c = ring_chunk(total, n, reduce_scatter_step(i, n, step).recv_chunk);
-    auto half = scratch_.slice(static_cast<uint64_t>(step % 2) * max_chunk, max_chunk);
     for (uint64_t o = 0; o < c.count; o += seg) {
       auto f = std::make_shared<flag>();
-      recv(prev, tag, half.slice(o, std::min(seg, c.count - o)), to_flag(f));
+      pending_recv r{tag, data.slice(c.first + o, std::min(seg, c.count - o)), to_flag(f)};
+      r.add = true;
+      post_recv(prev, std::move(r));
       out.push_back(f);
     }
     return out;
   };
-  status result;
   auto pending = post_recvs(0);
-  post_sends(reduce_scatter_step(i, n, 0).send_chunk);
-  for (int s = 0; s < n - 1 && result; ++s) {
+  {
+    auto c = ring_chunk(total, n, reduce_scatter_step(i, n, 0).send_chunk);
+    for (uint64_t o = 0; o < c.count; o += seg)
+      if (auto ok = send_direct(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)));
+          !ok)
+        return ok;
+  }
+  for (int s = 0; s < n - 1; ++s) {
     auto mine = std::move(pending);
     if (s + 1 < n - 1)
       pending = post_recvs(s + 1);
     auto c = ring_chunk(total, n, reduce_scatter_step(i, n, s).recv_chunk);
-    auto half = scratch_.slice(static_cast<uint64_t>(s % 2) * max_chunk, max_chunk);
     size_t k = 0;
     for (uint64_t o = 0; o < c.count; o += seg, ++k) {
-      auto len = std::min(seg, c.count - o);
-      if (auto st = mine[k]->wait(); !st) {
-        result = st;
-        break;
-      }
-      add_f32(data.f32() + c.first + o, half.f32() + o, len);
-      // The reduced segment goes on at once: it is what the next step sends.
-      if (s + 1 < n - 1) {
-        auto f = std::make_shared<flag>();
-        send(next, tag, data.slice(c.first + o, len), to_flag(f));
-        sends.push_back(f);
-      }
+      if (auto st = mine[k]->wait(); !st)
+        return st;
+      // The reduced segment goes on at once: it is what the next step sends. (After a
+      // failure, receives posted ahead stay posted: their tag is this call's, which no later
+      // frame carries; they end when their link fails or closes.)
+      if (s + 1 < n - 1)
+        if (auto ok = send_direct(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)));
+            !ok)
+          return ok;
     }
   }
-  for (auto& f : sends)
-    if (auto st = f->wait(); !st && result)
-      result = st;
-  // After a failure, receives posted ahead stay posted: their tag is this call's, which no
-  // later frame carries; they end when their link fails or closes.
-  return result;
+  return {};
 }
 
 status communicator::do_allgather(buffer data, const std::vector<int32_t>& g, int i,
@@ -581,7 +607,6 @@ status communicator::do_allgather(buffer data, const std::vector<int32_t>& g, in
   auto total = data.count();
   auto esize = dtype_size(data.type());
   uint64_t seg = std::max<uint64_t>(opts_.segment_bytes / esize, 1);
-  std::vector<flag_ptr> sends;
   auto post_recvs = [&](int step) {
     std::vector<flag_ptr> out;
     auto c = ring_chunk(total, n, allgather_step(i, n, step).recv_chunk);
@@ -592,38 +617,30 @@ status communicator::do_allgather(buffer data, const std::vector<int32_t>& g, in
     }
     return out;
   };
-  status result;
   auto pending = post_recvs(0);
   {
     auto c = ring_chunk(total, n, allgather_step(i, n, 0).send_chunk);
-    for (uint64_t o = 0; o < c.count; o += seg) {
-      auto f = std::make_shared<flag>();
-      send(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)), to_flag(f));
-      sends.push_back(f);
-    }
+    for (uint64_t o = 0; o < c.count; o += seg)
+      if (auto ok = send_direct(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)));
+          !ok)
+        return ok;
   }
-  for (int s = 0; s < n - 1 && result; ++s) {
+  for (int s = 0; s < n - 1; ++s) {
     auto mine = std::move(pending);
     if (s + 1 < n - 1)
       pending = post_recvs(s + 1);
     auto c = ring_chunk(total, n, allgather_step(i, n, s).recv_chunk);
     size_t k = 0;
     for (uint64_t o = 0; o < c.count; o += seg, ++k) {
-      if (auto st = mine[k]->wait(); !st) {
-        result = st;
-        break;
-      }
-      if (s + 1 < n - 1) {
-        auto f = std::make_shared<flag>();
-        send(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)), to_flag(f));
-        sends.push_back(f);
-      }
+      if (auto st = mine[k]->wait(); !st)
+        return st;
+      if (s + 1 < n - 1)
+        if (auto ok = send_direct(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)));
+            !ok)
+          return ok;
     }
   }
-  for (auto& f : sends)
-    if (auto st = f->wait(); !st && result)
-      result = st;
-  return result;
+  return {};
 }
 
 namespace {

@@ -115,6 +115,7 @@ private:
     uint32_t tag;
     buffer into;
     completion done;
+    bool add = false; ///< add the frame into `into` (float32) instead of copying it
   };
   struct pending_send {
     frame_header h;
@@ -131,6 +132,11 @@ private:
   void give_back(peer& p, buffer b);
   void run_collective(std::function<status()> body, completion done);
   status sync_send(int32_t to, uint32_t tag, buffer b);
+  /// A receive that adds the frame into `into` (reduce-scatter's, read straight from a ring).
+  void post_recv(int32_t from, pending_recv r);
+  /// Sends from the collective thread itself (it may block): no hand-over to the sending
+  /// thread; waits its turn when that thread is writing.
+  status send_direct(int32_t to, uint32_t tag, const buffer& b);
   status sync_recv(int32_t from, uint32_t tag, buffer into);
   status sync_sendrecv(int32_t to, buffer out, int32_t from, buffer in, uint32_t tag);
   expected<std::vector<int32_t>> check_group(std::vector<int32_t> group, int& index) const;
@@ -142,7 +148,6 @@ private:
   comm_options opts_;
   std::vector<std::unique_ptr<peer>> peers_;
   std::map<std::string, uint32_t> group_seq_;
-  buffer scratch_; ///< reduce-scatter's receive segments (the collective thread's)
 
   std::mutex cmtx_;
   std::condition_variable ccv_;

@@ -16,11 +16,26 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "runtime/dataplane/comm.hpp"
 #include "runtime/dataplane/tcp_link.hpp"
 #include "runtime/ids.hpp"
 #include "runtime/net/auth.hpp"
 
 namespace monkey::dp {
+
+status channel::recv_payload_add_f32(float* dst, uint64_t bytes) {
+  constexpr uint64_t piece = 64 << 10; // stays in the cache
+  thread_local std::vector<float> bounce(piece / sizeof(float));
+  while (bytes > 0) {
+    auto len = std::min(bytes, piece);
+    if (auto ok = recv_payload(bounce.data(), len); !ok)
+      return ok;
+    add_f32(dst, bounce.data(), len / sizeof(float));
+    dst += len / sizeof(float);
+    bytes -= len;
+  }
+  return {};
+}
 
 namespace {
 
@@ -139,6 +154,33 @@ public:
     return read(static_cast<uint8_t*>(dst), bytes, "a frame's payload");
   }
 
+  status recv_payload_add_f32(float* dst, uint64_t bytes) override {
+    auto& r = in_;
+    if (r.c->tail.load(std::memory_order_relaxed) % sizeof(float) != 0)
+      return channel::recv_payload_add_f32(dst, bytes); // after an odd-sized frame
+    while (bytes > 0) {
+      auto tail = r.c->tail.load(std::memory_order_relaxed);
+      uint64_t avail = 0;
+      auto w = wait_for(r.c->data_seq, r.c->data_waiters,
+                        [&] {
+                          avail = r.c->head.load(std::memory_order_acquire) - tail;
+                          return avail >= std::min<uint64_t>(bytes, sizeof(float));
+                        },
+                        timeout_);
+      if (w != waited::ready)
+        return failure{gone_text(w) + " (receiving a frame's payload)"};
+      auto at = tail & (r.cap - 1);
+      auto len = std::min({bytes, avail, r.cap - at});
+      len -= len % sizeof(float);
+      add_f32(dst, reinterpret_cast<const float*>(r.data + at), len / sizeof(float));
+      r.c->tail.store(tail + len, std::memory_order_seq_cst);
+      notify(r.c->space_seq, r.c->space_waiters);
+      dst += len / sizeof(float);
+      bytes -= len;
+    }
+    return {};
+  }
+
   status send(const frame_header& h, const void* payload) override {
     auto head = encode(h);
     if (auto ok = write(head.data(), head.size()); !ok)
@@ -247,7 +289,7 @@ private:
   status write(const uint8_t* src, uint64_t n) {
     auto& r = out_;
     // Pieces of at most a quarter of the ring, so that the reader starts early.
-    const uint64_t piece = std::max<uint64_t>(r.cap / 4, 1);
+    const uint64_t piece = std::max<uint64_t>(std::min<uint64_t>(r.cap / 4, 256 << 10), 1);
     while (n > 0) {
       auto head = r.c->head.load(std::memory_order_relaxed);
       uint64_t space = 0;

@@ -34,6 +34,9 @@ public:
   virtual expected<frame_header> recv_header(uint64_t max_bytes) = 0;
   /// The payload of the header just received (h.bytes) into `dst`.
   virtual status recv_payload(void* dst, uint64_t bytes) = 0;
+  /// The payload (float32) added into `dst`: d[k] = d[k] + frame[k]. By default read in
+  /// pieces into a small buffer; a ring adds straight from its memory.
+  virtual status recv_payload_add_f32(float* dst, uint64_t bytes);
   /// One frame: `h` and h.bytes of `payload`.
   virtual status send(const frame_header& h, const void* payload) = 0;
   /// The frame when it goes out without waiting (room in a ring); false: nothing was written.

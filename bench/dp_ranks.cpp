@@ -5,7 +5,7 @@
 //
 //   dp_ranks --rank R --world W --dir D [--transport auto|tcp|shm] [--key K]
 //            [--mode check|loop|bench|p2p] [--sizes N,N,...] [--iters I] [--timeout-ms T]
-//            [--connect-ms C]
+//            [--connect-ms C] [--segment-kb S]
 //
 // check: point-to-point and every collective over 1..sizes elements, compared bit for bit
 //        with the ring-order reference; prints "ok ..." lines, or "FAIL ..." and exits 1.
@@ -41,6 +41,7 @@ struct args {
   int iters = 20;
   long timeout_ms = 10000;
   long connect_ms = 30000;
+  long segment_kb = 4096;
 };
 
 [[noreturn]] void die(const std::string& why, int code = 1) {
@@ -271,6 +272,8 @@ int main(int argc, char** argv) {
       a.iters = std::atoi(val().c_str());
     else if (k == "--timeout-ms")
       a.timeout_ms = std::atol(val().c_str());
+    else if (k == "--segment-kb")
+      a.segment_kb = std::atol(val().c_str());
     else if (k == "--connect-ms")
       a.connect_ms = std::atol(val().c_str());
     else if (k == "--sizes") {
@@ -289,6 +292,7 @@ int main(int argc, char** argv) {
   o.transport = a.transport;
   o.timeout = std::chrono::milliseconds(a.timeout_ms);
   o.connect_timeout = std::chrono::milliseconds(a.connect_ms);
+  o.segment_bytes = static_cast<uint64_t>(a.segment_kb) << 10;
   auto m = mesh::create(a.world, {a.rank}, o);
   if (!m)
     die(m.error());

@@ -65,7 +65,7 @@ void add_f32(float* d, const float* s, uint64_t n);
 struct comm_options {
   std::chrono::milliseconds timeout{60000}; ///< a waiting receive's patience with a silent peer
   uint64_t max_frame_bytes = uint64_t{1} << 34; ///< larger frames are refused
-  uint64_t segment_bytes = 1 << 20;             ///< the collectives' pipelining unit
+  uint64_t segment_bytes = 4 << 20;             ///< the collectives' pipelining unit
 };
 
 /// What an operation ends with: ok or the error, and for a receive the data received.

@@ -31,7 +31,7 @@ struct mesh_options {
   std::chrono::milliseconds timeout{60000};         ///< comm_options::timeout
   std::chrono::milliseconds connect_timeout{30000}; ///< joining every pair
   uint64_t ring_bytes = 4 << 20;        ///< each direction of a shm or local channel
-  uint64_t segment_bytes = 1 << 20;     ///< comm_options::segment_bytes
+  uint64_t segment_bytes = 4 << 20;     ///< comm_options::segment_bytes
 };
 
 /// What identifies this machine for the shm transport: the boot and the network namespace.

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
@@ -109,6 +110,17 @@ inline void cpu_relax() {
 }
 
 enum class waited { ready, timed_out, closed, peer_gone };
+
+/// How long a waiter polls before it sleeps on the futex (MONKEY_DP_SPIN, rounds of a pause
+/// instruction): polling catches a peer's next piece without a wake-up's latency, sleeping
+/// leaves the core to the threads that copy.
+int spin_rounds() {
+  static const int rounds = [] {
+    auto* v = std::getenv("MONKEY_DP_SPIN");
+    return v ? std::atoi(v) : 2000;
+  }();
+  return rounds;
+}
 
 /// One direction: a byte ring of `cap` (a power of two) bytes behind its control block.
 struct ring {
@@ -226,7 +238,7 @@ private:
   template <class Ready>
   waited wait_for(std::atomic<uint32_t>& seq, std::atomic<uint32_t>& waiters, Ready ready,
                   milliseconds wait) {
-    for (int i = 0; i < 2000; ++i) {
+    for (int i = 0; i < spin_rounds(); ++i) {
       if (ready())
         return waited::ready;
       cpu_relax();

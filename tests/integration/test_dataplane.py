@@ -86,6 +86,7 @@ def killed_rank_fails_the_others_at_once(c):
             check(rc == 3, f"{transport}: rank {r} stopped with the error code: {rc}\n{out[-1500:]}")
             check("error after" in out, f"{transport}: rank {r} said why:\n{out[-800:]}")
         check(took < 10, f"{transport}: the others failed within 10 s of the kill ({took:.1f} s)")
+        print(f"  {transport}: the others failed {took:.2f} s after the kill", flush=True)
         errors = [o.splitlines()[-1] for _, o in outs]
         check(any(("went away" in e or "closed" in e or "Connection reset" in e) for e in errors),
               f"{transport}: an error names the lost peer: {errors}")
@@ -116,6 +117,7 @@ def stopped_rank_times_out(c):
         errors = " | ".join(o.splitlines()[-1] for _, o in outs)
         check("timed out" in errors, f"{transport}: a rank timed out: {errors}")
         check(1.5 < took < 20, f"{transport}: after the 2 s timeout ({took:.1f} s)")
+        print(f"  {transport}: timed out {took:.2f} s after SIGSTOP", flush=True)
 
 
 def rank_without_the_key_is_refused(c):

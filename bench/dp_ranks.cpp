@@ -5,7 +5,7 @@
 //
 //   dp_ranks --rank R --world W --dir D [--transport auto|tcp|shm] [--key K]
 //            [--mode check|loop|bench|p2p] [--sizes N,N,...] [--iters I] [--timeout-ms T]
-//            [--connect-ms C] [--segment-kb S]
+//            [--connect-ms C] [--segment-kb S] [--tls-dir DIR [--tls-name NAME]]
 //
 // check: point-to-point and every collective over 1..sizes elements, compared bit for bit
 //        with the ring-order reference; prints "ok ..." lines, or "FAIL ..." and exits 1.
@@ -42,6 +42,7 @@ struct args {
   long timeout_ms = 10000;
   long connect_ms = 30000;
   long segment_kb = 4096;
+  std::string tls_dir, tls_name = "node";
 };
 
 [[noreturn]] void die(const std::string& why, int code = 1) {
@@ -272,6 +273,10 @@ int main(int argc, char** argv) {
       a.iters = std::atoi(val().c_str());
     else if (k == "--timeout-ms")
       a.timeout_ms = std::atol(val().c_str());
+    else if (k == "--tls-dir")
+      a.tls_dir = val();
+    else if (k == "--tls-name")
+      a.tls_name = val();
     else if (k == "--segment-kb")
       a.segment_kb = std::atol(val().c_str());
     else if (k == "--connect-ms")
@@ -293,6 +298,8 @@ int main(int argc, char** argv) {
   o.timeout = std::chrono::milliseconds(a.timeout_ms);
   o.connect_timeout = std::chrono::milliseconds(a.connect_ms);
   o.segment_bytes = static_cast<uint64_t>(a.segment_kb) << 10;
+  if (!a.tls_dir.empty())
+    o.tls = tls_files_in(a.tls_dir, a.tls_name);
   auto m = mesh::create(a.world, {a.rank}, o);
   if (!m)
     die(m.error());

@@ -998,6 +998,14 @@ int host_main(const definition& app) {
     return fail("MONKEY_DP_TIMEOUT_MS '" + env_or("MONKEY_DP_TIMEOUT_MS")
                 + "' is not a timeout of at least 100 ms");
   st->plane_opts.timeout = std::chrono::milliseconds(dp_timeout);
+  // On a --tls cluster the data plane's TCP links are TLS too, unless the job opts out for a
+  // trusted fabric (MONKEY_DP_TLS=off: the links stay keyed, not encrypted).
+  auto dp_tls = env_or("MONKEY_DP_TLS", "on");
+  if (dp_tls != "on" && dp_tls != "off")
+    return fail("MONKEY_DP_TLS '" + dp_tls + "' is neither on nor off");
+  if (dp_tls == "on" && !env_or("MONKEY_TLS_CERT").empty())
+    st->plane_opts.tls = tls_files{env_or("MONKEY_TLS_CERT"), env_or("MONKEY_TLS_KEY"),
+                                   env_or("MONKEY_TLS_CA")};
 
   net_settings ns;
   ns.heartbeat = std::chrono::milliseconds(std::strtol(env_or("MONKEY_HEARTBEAT_MS", "250").c_str(), nullptr, 10));

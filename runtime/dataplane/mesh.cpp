@@ -82,6 +82,12 @@ expected<std::unique_ptr<mesh>> mesh::create(int32_t world, std::vector<int32_t>
     return failure{u.error()};
   m->unix_ = std::move(*u);
   m->machine_ = machine_identity();
+  if (opts.tls.enabled()) {
+    auto ctx = make_tls_context(opts.tls);
+    if (!ctx)
+      return failure{ctx.error()};
+    m->tls_ = *ctx;
+  }
   std::string ranks;
   for (auto r : local)
     ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
@@ -174,7 +180,15 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
         if (l) {
           from = l->peer_rank();
           to = l->to_rank();
-          ch = make_tcp_channel(std::move(*l));
+          if (tls_) {
+            auto t = make_tls_channel(std::move(*l), tls_, true, opts_.timeout);
+            if (t)
+              ch = std::move(*t);
+            else
+              why = t.error();
+          } else {
+            ch = make_tcp_channel(std::move(*l));
+          }
         } else {
           why = l.error();
         }
@@ -221,10 +235,17 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
       } else {
         auto l = tcp_link::dial(e.tcp, opts_.key, static_cast<uint32_t>(r), static_cast<uint32_t>(p),
                                 std::min(left, opts_.timeout));
-        if (!l)
+        if (!l) {
           dial_error = "rank " + std::to_string(r) + " to rank " + std::to_string(p) + ": " + l.error();
-        else
+        } else if (tls_) {
+          auto t = make_tls_channel(std::move(*l), tls_, false, std::min(left, opts_.timeout));
+          if (!t)
+            dial_error = "rank " + std::to_string(r) + " to rank " + std::to_string(p) + ": " + t.error();
+          else
+            comms_.at(r)->attach(p, std::move(*t));
+        } else {
           comms_.at(r)->attach(p, make_tcp_channel(std::move(*l)));
+        }
       }
     }
   if (!dial_error.empty())

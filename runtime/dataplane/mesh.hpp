@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "runtime/dataplane/comm.hpp"
+#include "runtime/dataplane/tls_channel.hpp"
 #include "runtime/dataplane/tcp_link.hpp"
 #include "runtime/dataplane/transport.hpp"
 
@@ -32,6 +33,7 @@ struct mesh_options {
   std::chrono::milliseconds connect_timeout{30000}; ///< joining every pair
   uint64_t ring_bytes = 4 << 20;        ///< each direction of a shm or local channel
   uint64_t segment_bytes = 4 << 20;     ///< comm_options::segment_bytes
+  tls_files tls; ///< set: TCP links are TLS (mutual, against tls.ca) after their key proof
 };
 
 /// What identifies this machine for the shm transport: the boot and the network namespace.
@@ -62,6 +64,7 @@ private:
   tcp_listener tcp_;
   unix_listener unix_;
   std::string endpoint_, machine_;
+  std::shared_ptr<tls_context> tls_;
   std::map<int32_t, std::unique_ptr<communicator>> comms_;
 };
 

@@ -48,6 +48,12 @@ public:
   uint32_t peer_rank() const { return peer_rank_; }
   uint32_t to_rank() const { return to_rank_; }
   int fd() const { return fd_; }
+  /// Hands the socket over (the link no longer closes it).
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
   bool open() const { return fd_ >= 0; }
   /// Wakes the calls blocked on the connection from other threads (they fail).
   void shutdown();

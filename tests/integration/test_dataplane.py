@@ -132,6 +132,28 @@ def rank_without_the_key_is_refused(c):
               f"{transport}: rank 0 says it was refused: {outs[0][1][-600:]}")
 
 
+def tls_links(c):
+    """TCP links wrapped in TLS (the node's certificates): bit-exact collectives over 3
+    processes; a process whose certificate another CA signed cannot join."""
+    certs = os.path.join(c.home, "certs")
+    other = os.path.join(c.home, "other-certs")
+    c.monkey("certs", "--dir", certs)
+    c.monkey("certs", "--dir", other)
+    outs = finish(start_world(3, "--transport", "tcp", "--tls-dir", certs, "--sizes",
+                              "1,1000,1000003"), 120)
+    for r, (rc, out) in enumerate(outs):
+        check(rc == 0 and out.count("over tls") == 3, f"rank {r} over TLS: rc {rc}\n{out[-1500:]}")
+    d = tempfile.mkdtemp(prefix="monkey-dp-")
+    procs = [subprocess.Popen([DP, "--rank", str(r), "--world", "2", "--dir", d, "--transport",
+                               "tcp", "--tls-dir", dirs, "--connect-ms", "3000", "--sizes", "10"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r, dirs in ((0, certs), (1, other))]
+    outs = finish(procs, 60)
+    check(all(rc != 0 for rc, _ in outs), f"the stranger's TLS link failed: {outs}")
+    check("TLS handshake failed" in outs[0][1] or "TLS handshake failed" in outs[1][1],
+          f"a side says the handshake failed: {outs}")
+
+
 def points(c, job, key):
     return json.loads(c.monkey("show", job, "--metric", key, "--json").stdout)["series"]
 
@@ -174,6 +196,26 @@ def app_allreduce_across_nodes(c):
               f"{transport}: ranks of two hosts use {want}, ranks of one host local:\n{logs[-1500:]}")
 
 
+def app_allreduce_on_a_tls_cluster(c):
+    """On a --tls cluster the app hosts' TCP links are TLS (the nodes' certificates), and a
+    job that opts out (MONKEY_DP_TLS=off, a trusted fabric) gets plain keyed TCP."""
+    certs = os.path.join(c.home, "certs")
+    c.monkey("certs", "--dir", certs)
+    c.env["MONKEY_TLS_DIR"] = certs
+    c.start("n1", "--cpus", "2", "--tls", "--tls-dir", certs)
+    c.start("n2", "--cpus", "2", "--tls", "--tls-dir", certs, "--join", c.nodes["n1"]["address"])
+    wait_until(lambda: len(json.loads(c.monkey("nodes", "--json").stdout)) == 2, 30, "2 members")
+    for tls, want in (("on", "over tls"), ("off", "over tcp")):
+        job = c.submit("--app", "allreduce", "--workers", "4", "--set", "elements=100000",
+                       "--set", "steps=4", "--env", "MONKEY_DP_TRANSPORT=tcp",
+                       "--env", f"MONKEY_DP_TLS={tls}")
+        s = c.wait_final(job, 120)
+        check(s["state"] == "succeeded", f"TLS {tls}: the job succeeded: {s}")
+        check(all(p["value"] == 0 for p in points(c, job, "mismatches")), f"TLS {tls}: exact sums")
+        logs = rank_logs(c, job)
+        check(want in logs, f"TLS {tls}: the hosts' ranks reach each other {want}:\n{logs[-1200:]}")
+
+
 def app_allreduce_resumes_after_kill9(c):
     """kill -9 of a node hosting ranks of a running allreduce gang (not the owner): the
     surviving hosts' all-reduce fails at once, the owner starts the gang again, and the new
@@ -202,5 +244,6 @@ def app_allreduce_resumes_after_kill9(c):
 
 if __name__ == "__main__":
     run(collectives_equal_the_reference, killed_rank_fails_the_others_at_once,
-        stopped_rank_times_out, rank_without_the_key_is_refused, app_allreduce_across_nodes,
+        stopped_rank_times_out, rank_without_the_key_is_refused, tls_links,
+        app_allreduce_across_nodes, app_allreduce_on_a_tls_cluster,
         app_allreduce_resumes_after_kill9)

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "devices/device.hpp"
+#include "devices/nccl.hpp"
 
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -46,4 +47,23 @@ TEST_CASE("a CUDA kernel and cuBLAS run right on every GPU", "[devices][cuda]") 
     CHECK(gpu_self_test(g.index).empty());
     CHECK(measure_gpu_gflops(g.index) > 100); // any CUDA GPU beats 100 GFLOP/s in SGEMM
   }
+}
+
+TEST_CASE("NCCL: a one-rank all-reduce on the GPU, or a clear reason why not",
+          "[devices][cuda][nccl]") {
+  auto no = nccl_unavailable();
+  if (!no.empty()) {
+    // Without NCCL or a GPU every call says why, never crashes.
+    std::string why;
+    CHECK(nccl_unique_id(&why).empty());
+    CHECK(why == no);
+    CHECK(nccl_comm::create(std::string(128, '\0'), 0, 1, 0, &why) == nullptr);
+    CHECK_FALSE(nccl_smoke_test(0, 16).empty());
+    std::printf("MONKEY-SKIPPED: NCCL cannot run here (%s)\n", no.c_str());
+    return;
+  }
+  CHECK(nccl_smoke_test(0, 1 << 20) == "");
+  std::string why;
+  CHECK(nccl_comm::create("short", 0, 1, 0, &why) == nullptr);
+  CHECK_THAT(why, Catch::Contains("128 bytes"));
 }

@@ -39,7 +39,7 @@ def describe_and_bad_input(c):
         check(r.returncode != 0, f"submit {args} refused")
         return r.stderr
     err = refused("--app", "nosuch")
-    check("no node of the cluster has an app 'nosuch'" in err and "known apps: hello" in err, err)
+    check("no node of the cluster has an app 'nosuch'" in err and "known apps: " in err and "hello" in err.split("known apps: ")[1], err)
     err = refused("--app", "hello", "--workers", "0")
     check("--workers" in err, err)
     err = refused("--app", "hello", "--set", "workers=2")

@@ -15,6 +15,7 @@
 // p2p:   rank 0 → rank 1 one-way bandwidth per size and the 8-byte round trip, beside memcpy.
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -249,6 +250,7 @@ void p2p_mode(communicator& c, const args& a) {
 } // namespace
 
 int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN); // a peer that went away is an error (TLS writes raise it)
   args a;
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];

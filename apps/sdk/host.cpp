@@ -162,7 +162,11 @@ struct host_state {
   int64_t restored_step = -1;    ///< MONKEY_CHECKPOINT_STEP: restored into ckpt_dir
   size_t local_ranks = 0;        ///< how many ranks this host runs
   dp::mesh_options plane_opts;   ///< the data plane's settings (an app that uses it)
-  std::unique_ptr<dp::mesh> plane; ///< set before any rank starts, replaced on a gang restart
+  /// Set before any rank starts, replaced on a gang restart (an actor spawned by a rank may
+  /// still hold the old one: each call takes its own reference).
+  std::shared_ptr<dp::mesh> plane_;
+  std::shared_ptr<dp::mesh> plane() const { return std::atomic_load(&plane_); }
+  void set_plane(std::shared_ptr<dp::mesh> p) { std::atomic_store(&plane_, std::move(p)); }
   std::atomic<uint64_t> next_op{1};
 
   std::mutex mtx; ///< guards what follows: ranks report and log from their own threads
@@ -278,7 +282,8 @@ std::pair<uint64_t, dp::completion> completion_for(host_state& host, const caf::
 
 #define MONKEY_TENSOR_OP(call)                                                                     \
   auto [op, done] = completion_for(*host_, target_);                                               \
-  auto* comm = host_->plane ? host_->plane->comm(rank_) : nullptr;                                 \
+  auto plane = host_->plane();                                                                     \
+  auto* comm = plane ? plane->comm(rank_) : nullptr;                                               \
   if (!comm)                                                                                       \
     done(failure{host_->app && !host_->app->uses_data_plane()                                      \
                    ? "the app has no data plane: define it with app.data_plane()"                 \
@@ -298,6 +303,11 @@ uint64_t tensors::send(int32_t to, uint32_t tag, tensor t) const {
 }
 
 uint64_t tensors::recv(int32_t from, uint32_t tag, tensor into) const {
+  if (tag & 0x80000000u) {
+    auto [op, done] = completion_for(*host_, target_);
+    done(failure{"tag " + std::to_string(tag) + " is reserved (tags are below 2^31)"}, {});
+    return op;
+  }
   MONKEY_TENSOR_OP(recv(from, tag, std::move(into), std::move(done)))
 }
 
@@ -321,7 +331,8 @@ uint64_t tensors::allgather(tensor in, tensor out, std::vector<int32_t> group) c
 #undef MONKEY_TENSOR_OP
 
 std::string tensors::transport(int32_t peer) const {
-  auto* comm = host_->plane ? host_->plane->comm(rank_) : nullptr;
+  auto plane = host_->plane();
+  auto* comm = plane ? plane->comm(rank_) : nullptr;
   return comm ? comm->transport(peer) : std::string{};
 }
 
@@ -638,7 +649,8 @@ public:
         [st](dataplane_atom, const std::string& token) -> caf::result<std::string> {
           if (token != st->token)
             return make_error(errc::refused, "wrong gang token");
-          return st->plane ? st->plane->endpoint() : std::string{};
+          auto plane = st->plane();
+          return plane ? plane->endpoint() : std::string{};
         },
       };
     });
@@ -685,7 +697,7 @@ public:
           });
       if (!ok)
         return false;
-      if (st_->plane) {
+      if (st_->plane()) {
         self_->request(*dir, std::chrono::seconds(10), dataplane_atom::value, st_->token)
           .receive([&](std::string& ep) { plane_endpoints_.push_back(ep); },
                    [&](caf::error& err) {
@@ -750,8 +762,8 @@ public:
         stop_all();
         return code;
       }
-      if (st_->plane) {
-        plane_endpoints_.push_back(st_->plane->endpoint());
+      if (auto plane = st_->plane()) {
+        plane_endpoints_.push_back(plane->endpoint());
         if (!join_plane(plane_endpoints_)) {
           stop_all();
           return 1;
@@ -761,7 +773,7 @@ public:
       std::fprintf(stderr, "app host: the gang assembled (%zu hosts); ranks %s start\n",
                    peers_.size(), rank_list_text(ranks_).c_str());
     } else {
-      if (st_->plane && !join_plane({st_->plane->endpoint()}))
+      if (auto plane = st_->plane(); plane && !join_plane({plane->endpoint()}))
         return 1;
       spawn_and_start(ranks_);
       announce();
@@ -886,19 +898,20 @@ private:
       std::fprintf(stderr, "app host: the data plane cannot start: %s\n", m.error().c_str());
       return false;
     }
-    st_->plane = std::move(*m);
+    st_->set_plane(std::shared_ptr<dp::mesh>(std::move(*m)));
     return true;
   }
 
   bool join_plane(const std::vector<std::string>& endpoints) {
-    if (auto ok = st_->plane->connect(endpoints); !ok) {
+    auto plane = st_->plane();
+    if (auto ok = plane->connect(endpoints); !ok) {
       std::fprintf(stderr, "app host: the data plane did not join: %s\n", ok.error().c_str());
       return false;
     }
     std::map<std::string, int> kinds;
     for (auto r : ranks_)
       for (int32_t p = 0; p < st_->world; ++p)
-        if (auto t = st_->plane->comm(r)->transport(p); !t.empty())
+        if (auto t = plane->comm(r)->transport(p); !t.empty())
           kinds[t] += 1;
     std::string said;
     for (auto& [k, n] : kinds)
@@ -911,11 +924,12 @@ private:
   /// A gang restart on one host: the ranks start again on a fresh data plane (what the old
   /// one held in flight belonged to the failed ranks).
   bool reset_plane() {
-    if (!st_->plane)
+    auto old = st_->plane();
+    if (!old)
       return true;
-    st_->plane->close();
-    st_->plane.reset();
-    return open_plane() && join_plane({st_->plane->endpoint()});
+    old->close();
+    st_->set_plane(nullptr);
+    return open_plane() && join_plane({st_->plane()->endpoint()});
   }
 
   void spawn_and_start(const std::vector<int32_t>& ranks) {
@@ -994,9 +1008,12 @@ int host_main(const definition& app) {
     return fail("MONKEY_DP_TRANSPORT '" + st->plane_opts.transport
                 + "' is not a data plane transport: auto, tcp or shm");
   auto dp_timeout = std::strtol(env_or("MONKEY_DP_TIMEOUT_MS", "60000").c_str(), nullptr, 10);
-  if (dp_timeout < 100)
+  if (dp_timeout < 100 || dp_timeout > 86400000)
     return fail("MONKEY_DP_TIMEOUT_MS '" + env_or("MONKEY_DP_TIMEOUT_MS")
-                + "' is not a timeout of at least 100 ms");
+                + "' is not a timeout between 100 ms and a day (86400000)");
+  if (app.uses_data_plane() && app.policy() == failure_policy::rank)
+    return fail("the app uses the data plane and the rank failure policy: a restarted rank's "
+                "peers would keep their links to the failed one; use the gang policy");
   st->plane_opts.timeout = std::chrono::milliseconds(dp_timeout);
   // On a --tls cluster the data plane's TCP links are TLS too, unless the job opts out for a
   // trusted fabric (MONKEY_DP_TLS=off: the links stay keyed, not encrypted).
@@ -1039,6 +1056,7 @@ int host_main(const definition& app) {
     if (auto bad = h.authenticate(key); !bad)
       return fail("the node refused the app host: " + bad.error());
     std::signal(SIGTERM, on_stop_signal);
+    std::signal(SIGPIPE, SIG_IGN); // a data plane peer that went away is an error, not a death
     std::signal(SIGINT, on_stop_signal);
     code = h.run(host_name);
   }

@@ -530,12 +530,25 @@ uint32_t communicator::next_tag(const std::vector<int32_t>& group) {
   return 0x80000000u | ((h & 0x7FFu) << 20) | (seq & 0xFFFFFu);
 }
 
-void communicator::run_collective(std::function<status()> body, completion done) {
+void communicator::run_collective(std::vector<int32_t> group,
+                                  std::function<status(uint32_t tag)> body, completion done) {
   {
     std::lock_guard<std::mutex> guard{cmtx_};
     if (!stopping_ && started_) {
-      collectives_.push_back([body = std::move(body), done = std::move(done)] {
-        auto st = body();
+      collectives_.push_back([this, group = std::move(group), body = std::move(body),
+                              done = std::move(done)] {
+        // The tag is taken on the collective thread: its order is the calls' order.
+        auto st = body(next_tag(group));
+        if (!st) {
+          // The group's ring is out of step (receives of this call stay posted on healthy
+          // links, and would write into the tensor later): its links are broken, and
+          // every member's waiting operations fail with this reason.
+          for (auto r : group)
+            if (r != rank_ && peers_[static_cast<size_t>(r)])
+              fail_peer(*peers_[static_cast<size_t>(r)],
+                        "data plane: a collective over this group failed (" + st.error()
+                          + "); the group's links are closed");
+        }
         done(st, {});
       });
       ccv_.notify_all();
@@ -669,9 +682,8 @@ void communicator::allreduce(buffer buf, reduce_op op, std::vector<int32_t> grou
     return done(failure{g.error()}, {});
   if (auto ok = need_f32(buf, "allreduce"); !ok)
     return done(ok, {});
-  auto tag = next_tag(*g);
   run_collective(
-    [this, buf, op, g = *g, i, tag]() -> status {
+    *g, [this, buf, op, g = *g, i](uint32_t tag) -> status {
       auto n = static_cast<int>(g.size());
       if (auto ok = do_reduce_scatter(buf, g, i, tag); !ok)
         return ok;
@@ -694,9 +706,8 @@ void communicator::broadcast(buffer buf, int32_t root, std::vector<int32_t> grou
                         + ", is not in the group"},
                 {});
   int ri = static_cast<int>(at - g->begin());
-  auto tag = next_tag(*g);
   run_collective(
-    [this, buf, g = *g, i, ri, tag]() -> status {
+    *g, [this, buf, g = *g, i, ri](uint32_t tag) -> status {
       int n = static_cast<int>(g.size());
       int d = mod(i - ri, n);
       auto next = g[static_cast<size_t>((i + 1) % n)];
@@ -748,9 +759,8 @@ void communicator::reduce_scatter(buffer in, buffer out, reduce_op op,
                         + std::to_string(n) + " ranks (it holds "
                         + std::to_string(out.count()) + ")"},
                 {});
-  auto tag = next_tag(*g);
   run_collective(
-    [this, in, out, op, g = *g, i, tag, mine, n]() mutable -> status {
+    *g, [this, in, out, op, g = *g, i, mine, n](uint32_t tag) mutable -> status {
       if (auto ok = do_reduce_scatter(in, g, i, tag); !ok)
         return ok;
       if (op == reduce_op::mean)
@@ -777,9 +787,8 @@ void communicator::allgather(buffer in, buffer out, std::vector<int32_t> group,
                         + std::to_string(n) + " ranks (it holds " + std::to_string(in.count())
                         + ")"},
                 {});
-  auto tag = next_tag(*g);
   run_collective(
-    [this, in, out, g = *g, i, tag, mine]() mutable -> status {
+    *g, [this, in, out, g = *g, i, mine](uint32_t tag) mutable -> status {
       auto dst = out.slice(mine.first, mine.count);
       if (dst.data() != in.data())
         std::memcpy(dst.data(), in.data(), in.bytes());

@@ -130,7 +130,9 @@ private:
   void deliver(peer& p, const frame_header& h, pending_recv r, buffer data);
   buffer take_pooled(peer& p, dtype t, uint64_t count);
   void give_back(peer& p, buffer b);
-  void run_collective(std::function<status()> body, completion done);
+  /// Queues a collective over `group` for the collective thread; `body` gets its tag.
+  void run_collective(std::vector<int32_t> group, std::function<status(uint32_t tag)> body,
+                      completion done);
   status sync_send(int32_t to, uint32_t tag, buffer b);
   /// A receive that adds the frame into `into` (reduce-scatter's, read straight from a ring).
   void post_recv(int32_t from, pending_recv r);
@@ -147,7 +149,7 @@ private:
   int32_t rank_, world_;
   comm_options opts_;
   std::vector<std::unique_ptr<peer>> peers_;
-  std::map<std::string, uint32_t> group_seq_;
+  std::map<std::string, uint32_t> group_seq_; ///< the collective thread's only
 
   std::mutex cmtx_;
   std::condition_variable ccv_;

@@ -362,3 +362,26 @@ TEST_CASE("shm between two meshes: frames cross, a wrong key is refused, no /dev
   CHECK_THAT(mine.error(), Catch::Contains("does not know this attempt's key"));
   REQUIRE_FALSE(theirs);
 }
+
+TEST_CASE("a failed collective closes its group's links: nothing lands in the tensor later",
+          "[runtime][dataplane]") {
+  auto w = local_world(3);
+  // Rank 2 goes away: ranks 0 and 1 fail their all-reduce, and their link to each other is
+  // closed too (the ring is out of step; receives of the failed call stay posted).
+  w[2]->close();
+  std::vector<buffer> bufs{inputs(0, 30000, 3), inputs(1, 30000, 3)};
+  auto st = on_all(2, [&](int r) {
+    auto& c = *w[static_cast<size_t>(r)];
+    return c.wait([&](completion d) { c.allreduce(bufs[static_cast<size_t>(r)], reduce_op::sum, {}, d); });
+  });
+  REQUIRE_FALSE(st[0]);
+  REQUIRE_FALSE(st[1]);
+  auto before = bufs[0];
+  auto copy = buffer::f32(30000);
+  std::memcpy(copy.data(), before.data(), before.bytes());
+  auto after = w[0]->wait([&](completion d) { w[0]->send(1, 5, buffer::f32(4), d); });
+  REQUIRE_FALSE(after);
+  CHECK_THAT(after.error(), Catch::Contains("closed"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(std::memcmp(copy.data(), bufs[0].data(), copy.bytes()) == 0);
+}

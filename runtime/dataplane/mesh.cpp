@@ -207,8 +207,9 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
         std::fprintf(stderr, "%s\n", why.c_str());
         continue;
       }
-      auto* c = comm(static_cast<int32_t>(to));
-      if (!c || static_cast<int32_t>(from) >= static_cast<int32_t>(to) || is_local(static_cast<int32_t>(from))
+      // Ranks from the wire are checked before they index anything.
+      auto* c = to < static_cast<uint32_t>(world_) ? comm(static_cast<int32_t>(to)) : nullptr;
+      if (!c || from >= to || is_local(static_cast<int32_t>(from))
           || c->transport(static_cast<int32_t>(from)) != "") {
         std::fprintf(stderr, "data plane: refused a connection from rank %u for rank %u\n", from, to);
         continue;
@@ -227,7 +228,7 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
       auto left = std::max<milliseconds>(left_ms(), milliseconds(1));
       if (use_shm(e)) {
         auto ch = dial_shm(e.unix_name, opts_.key, static_cast<uint32_t>(r), static_cast<uint32_t>(p),
-                           std::min(left, opts_.timeout));
+                           std::min(left, opts_.timeout), opts_.timeout);
         if (!ch)
           dial_error = "rank " + std::to_string(r) + " to rank " + std::to_string(p) + ": " + ch.error();
         else
@@ -238,12 +239,15 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
         if (!l) {
           dial_error = "rank " + std::to_string(r) + " to rank " + std::to_string(p) + ": " + l.error();
         } else if (tls_) {
-          auto t = make_tls_channel(std::move(*l), tls_, false, std::min(left, opts_.timeout));
+          // The handshake is bounded by the socket's (connect) deadline; transfers by the
+          // transfer timeout.
+          auto t = make_tls_channel(std::move(*l), tls_, false, opts_.timeout);
           if (!t)
             dial_error = "rank " + std::to_string(r) + " to rank " + std::to_string(p) + ": " + t.error();
           else
             comms_.at(r)->attach(p, std::move(*t));
         } else {
+          l->set_timeout(opts_.timeout); // from the connect's deadline to the transfer timeout
           comms_.at(r)->attach(p, make_tcp_channel(std::move(*l)));
         }
       }

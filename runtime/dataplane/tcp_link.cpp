@@ -170,6 +170,11 @@ tcp_link::~tcp_link() {
   close();
 }
 
+void tcp_link::set_timeout(std::chrono::milliseconds t) {
+  if (fd_ >= 0)
+    set_timeouts(fd_, t);
+}
+
 void tcp_link::shutdown() {
   if (fd_ >= 0)
     ::shutdown(fd_, SHUT_RDWR);

@@ -57,6 +57,8 @@ public:
   bool open() const { return fd_ >= 0; }
   /// Wakes the calls blocked on the connection from other threads (they fail).
   void shutdown();
+  /// How long a send or receive may make no progress from now on.
+  void set_timeout(std::chrono::milliseconds t);
   void close();
 
 private:

@@ -303,6 +303,8 @@ private:
     // Pieces of at most a quarter of the ring, so that the reader starts early.
     const uint64_t piece = std::max<uint64_t>(std::min<uint64_t>(r.cap / 4, 256 << 10), 1);
     while (n > 0) {
+      if (closed()) // the peer shut the channel down: nobody reads what we write
+        return failure{gone_text(waited::closed)};
       auto head = r.c->head.load(std::memory_order_relaxed);
       uint64_t space = 0;
       auto w = wait_for(r.c->space_seq, r.c->space_waiters,
@@ -515,9 +517,12 @@ expected<unix_listener::accepted> unix_listener::accept(const std::string& key,
   }
   auto cap = round_capacity(capacity);
   auto bytes = 2 * (control_bytes + cap);
-  int seg = static_cast<int>(::syscall(SYS_memfd_create, "monkey-dp", MFD_CLOEXEC));
+  int seg = static_cast<int>(
+    ::syscall(SYS_memfd_create, "monkey-dp", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   std::string why;
-  if (seg < 0 || ::ftruncate(seg, static_cast<off_t>(bytes)) != 0) {
+  // Sealed at its size: the peer can neither shrink it under us (SIGBUS) nor grow it.
+  if (seg < 0 || ::ftruncate(seg, static_cast<off_t>(bytes)) != 0
+      || ::fcntl(seg, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     why = "data plane: creating the shared segment: " + errno_text();
     if (seg >= 0)
       ::close(seg);
@@ -552,17 +557,19 @@ expected<unix_listener::accepted> unix_listener::accept(const std::string& key,
 }
 
 expected<std::unique_ptr<channel>> dial_shm(const std::string& name, const std::string& key,
-                                            uint32_t from, uint32_t to, milliseconds timeout) {
+                                            uint32_t from, uint32_t to,
+                                            milliseconds connect_timeout, milliseconds timeout) {
   int sock = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   socklen_t len = 0;
   auto addr = abstract_address(name, len);
+  if (sock >= 0)
+    set_timeouts(sock, connect_timeout); // a full backlog must not block connect() for ever
   if (sock < 0 || ::connect(sock, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
     auto why = errno_text();
     if (sock >= 0)
       ::close(sock);
     return failure{"data plane: cannot connect to @" + name + ": " + why};
   }
-  set_timeouts(sock, timeout);
   if (auto ok = prove_key(sock, key, from, to, "@" + name); !ok) {
     ::close(sock);
     return failure{ok.error()};

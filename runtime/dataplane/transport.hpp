@@ -86,8 +86,10 @@ private:
 
 /// Dials the Unix socket `name` as rank `from` asking for rank `to`, proves `key` and maps the
 /// segment the listener hands over.
+/// `connect_timeout` bounds the connection and the proof, `timeout` the channel's transfers.
 expected<std::unique_ptr<channel>> dial_shm(const std::string& name, const std::string& key,
                                             uint32_t from, uint32_t to,
+                                            std::chrono::milliseconds connect_timeout,
                                             std::chrono::milliseconds timeout);
 
 } // namespace monkey::dp

@@ -293,21 +293,29 @@ std::pair<uint64_t, dp::completion> completion_for(host_state& host, const caf::
     comm->call;                                                                                    \
   return op;
 
+namespace {
+
+/// An app's tags are below 2^31 (the collectives use the others): the operation's id,
+/// already failed, for one that is not.
+std::optional<uint64_t> refuse_reserved(host_state& host, const caf::actor& target, uint32_t tag) {
+  if ((tag & 0x80000000u) == 0)
+    return std::nullopt;
+  auto [op, done] = completion_for(host, target);
+  done(failure{"tag " + std::to_string(tag) + " is reserved (tags are below 2^31)"}, {});
+  return op;
+}
+
+} // namespace
+
 uint64_t tensors::send(int32_t to, uint32_t tag, tensor t) const {
-  if (tag & 0x80000000u) {
-    auto [op, done] = completion_for(*host_, target_);
-    done(failure{"tag " + std::to_string(tag) + " is reserved (tags are below 2^31)"}, {});
-    return op;
-  }
+  if (auto refused = refuse_reserved(*host_, target_, tag))
+    return *refused;
   MONKEY_TENSOR_OP(send(to, tag, std::move(t), std::move(done)))
 }
 
 uint64_t tensors::recv(int32_t from, uint32_t tag, tensor into) const {
-  if (tag & 0x80000000u) {
-    auto [op, done] = completion_for(*host_, target_);
-    done(failure{"tag " + std::to_string(tag) + " is reserved (tags are below 2^31)"}, {});
-    return op;
-  }
+  if (auto refused = refuse_reserved(*host_, target_, tag))
+    return *refused;
   MONKEY_TENSOR_OP(recv(from, tag, std::move(into), std::move(done)))
 }
 

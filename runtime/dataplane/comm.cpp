@@ -558,24 +558,26 @@ void communicator::run_collective(std::vector<int32_t> group,
   done(failure{"data plane: the communicator is not running"}, {});
 }
 
-status communicator::do_reduce_scatter(buffer data, const std::vector<int32_t>& g, int i,
-                                       uint32_t tag) {
+status communicator::ring_pass(buffer data, const std::vector<int32_t>& g, int i, uint32_t tag,
+                               bool reduce) {
   int n = static_cast<int>(g.size());
   if (n == 1)
     return {};
+  auto step = reduce ? reduce_scatter_step : allgather_step;
   auto next = g[static_cast<size_t>((i + 1) % n)];
   auto prev = g[static_cast<size_t>((i + n - 1) % n)];
   auto total = data.count();
-  uint64_t seg = std::max<uint64_t>(opts_.segment_bytes / 4, 1);
-  // The previous member's partial sums are added straight into this member's chunk as they
-  // arrive (from the ring's memory on shm); step s + 1's are posted while step s runs.
-  auto post_recvs = [&](int step) {
+  uint64_t seg = std::max<uint64_t>(opts_.segment_bytes / dtype_size(data.type()), 1);
+  // What the previous member sends lands straight in this member's chunk: added to it
+  // (reduce-scatter: from the ring's memory on shm) or copied (allgather). Step s + 1's
+  // receives are posted while step s runs.
+  auto post_recvs = [&](int s) {
     std::vector<flag_ptr> out;
-    auto c = ring_chunk(total, n, reduce_scatter_step(i, n, step).recv_chunk);
+    auto c = ring_chunk(total, n, step(i, n, s).recv_chunk);
     for (uint64_t o = 0; o < c.count; o += seg) {
       auto f = std::make_shared<flag>();
       pending_recv r{tag, data.slice(c.first + o, std::min(seg, c.count - o)), to_flag(f)};
-      r.add = true;
+      r.add = reduce;
       post_recv(prev, std::move(r));
       out.push_back(f);
     }
@@ -583,7 +585,7 @@ status communicator::do_reduce_scatter(buffer data, const std::vector<int32_t>& 
   };
   auto pending = post_recvs(0);
   {
-    auto c = ring_chunk(total, n, reduce_scatter_step(i, n, 0).send_chunk);
+    auto c = ring_chunk(total, n, step(i, n, 0).send_chunk);
     for (uint64_t o = 0; o < c.count; o += seg)
       if (auto ok = send_direct(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)));
           !ok)
@@ -593,60 +595,12 @@ status communicator::do_reduce_scatter(buffer data, const std::vector<int32_t>& 
     auto mine = std::move(pending);
     if (s + 1 < n - 1)
       pending = post_recvs(s + 1);
-    auto c = ring_chunk(total, n, reduce_scatter_step(i, n, s).recv_chunk);
+    auto c = ring_chunk(total, n, step(i, n, s).recv_chunk);
     size_t k = 0;
     for (uint64_t o = 0; o < c.count; o += seg, ++k) {
       if (auto st = mine[k]->wait(); !st)
-        return st;
-      // The reduced segment goes on at once: it is what the next step sends. (After a
-      // failure, receives posted ahead stay posted: their tag is this call's, which no later
-      // frame carries; they end when their link fails or closes.)
-      if (s + 1 < n - 1)
-        if (auto ok = send_direct(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)));
-            !ok)
-          return ok;
-    }
-  }
-  return {};
-}
-
-status communicator::do_allgather(buffer data, const std::vector<int32_t>& g, int i,
-                                  uint32_t tag) {
-  int n = static_cast<int>(g.size());
-  if (n == 1)
-    return {};
-  auto next = g[static_cast<size_t>((i + 1) % n)];
-  auto prev = g[static_cast<size_t>((i + n - 1) % n)];
-  auto total = data.count();
-  auto esize = dtype_size(data.type());
-  uint64_t seg = std::max<uint64_t>(opts_.segment_bytes / esize, 1);
-  auto post_recvs = [&](int step) {
-    std::vector<flag_ptr> out;
-    auto c = ring_chunk(total, n, allgather_step(i, n, step).recv_chunk);
-    for (uint64_t o = 0; o < c.count; o += seg) {
-      auto f = std::make_shared<flag>();
-      recv(prev, tag, data.slice(c.first + o, std::min(seg, c.count - o)), to_flag(f));
-      out.push_back(f);
-    }
-    return out;
-  };
-  auto pending = post_recvs(0);
-  {
-    auto c = ring_chunk(total, n, allgather_step(i, n, 0).send_chunk);
-    for (uint64_t o = 0; o < c.count; o += seg)
-      if (auto ok = send_direct(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)));
-          !ok)
-        return ok;
-  }
-  for (int s = 0; s < n - 1; ++s) {
-    auto mine = std::move(pending);
-    if (s + 1 < n - 1)
-      pending = post_recvs(s + 1);
-    auto c = ring_chunk(total, n, allgather_step(i, n, s).recv_chunk);
-    size_t k = 0;
-    for (uint64_t o = 0; o < c.count; o += seg, ++k) {
-      if (auto st = mine[k]->wait(); !st)
-        return st;
+        return st; // (run_collective closes the group's links: see there)
+      // A segment received goes on at once: it is what the next step sends.
       if (s + 1 < n - 1)
         if (auto ok = send_direct(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)));
             !ok)
@@ -685,11 +639,11 @@ void communicator::allreduce(buffer buf, reduce_op op, std::vector<int32_t> grou
   run_collective(
     *g, [this, buf, op, g = *g, i](uint32_t tag) -> status {
       auto n = static_cast<int>(g.size());
-      if (auto ok = do_reduce_scatter(buf, g, i, tag); !ok)
+      if (auto ok = ring_pass(buf, g, i, tag, true); !ok)
         return ok;
       if (op == reduce_op::mean)
         scale(buf, ring_chunk(buf.count(), n, i), n);
-      return do_allgather(buf, g, i, tag);
+      return ring_pass(buf, g, i, tag, false);
     },
     std::move(done));
 }
@@ -761,7 +715,7 @@ void communicator::reduce_scatter(buffer in, buffer out, reduce_op op,
                 {});
   run_collective(
     *g, [this, in, out, op, g = *g, i, mine, n](uint32_t tag) mutable -> status {
-      if (auto ok = do_reduce_scatter(in, g, i, tag); !ok)
+      if (auto ok = ring_pass(in, g, i, tag, true); !ok)
         return ok;
       if (op == reduce_op::mean)
         scale(in, mine, n);
@@ -792,7 +746,7 @@ void communicator::allgather(buffer in, buffer out, std::vector<int32_t> group,
       auto dst = out.slice(mine.first, mine.count);
       if (dst.data() != in.data())
         std::memcpy(dst.data(), in.data(), in.bytes());
-      return do_allgather(out, g, i, tag);
+      return ring_pass(out, g, i, tag, false);
     },
     std::move(done));
 }

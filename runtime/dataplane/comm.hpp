@@ -143,8 +143,9 @@ private:
   status sync_sendrecv(int32_t to, buffer out, int32_t from, buffer in, uint32_t tag);
   expected<std::vector<int32_t>> check_group(std::vector<int32_t> group, int& index) const;
   uint32_t next_tag(const std::vector<int32_t>& group);
-  status do_reduce_scatter(buffer data, const std::vector<int32_t>& g, int i, uint32_t tag);
-  status do_allgather(buffer data, const std::vector<int32_t>& g, int i, uint32_t tag);
+  /// The reduce-scatter half of the ring (`reduce`: member i ends with the sum of chunk i)
+  /// or its allgather half (the finished chunks passed around).
+  status ring_pass(buffer data, const std::vector<int32_t>& g, int i, uint32_t tag, bool reduce);
 
   int32_t rank_, world_;
   comm_options opts_;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <mutex>
+#include <optional>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -36,6 +37,21 @@ std::string ssl_errors() {
     out += (out.empty() ? "" : "; ") + std::string(buf);
   }
   return out.empty() ? std::string(std::strerror(errno)) : out;
+}
+
+/// How the peer went away, when the failure says it did: it closed the connection (a TLS
+/// close, an end of stream without one, which is what a killed process leaves) or reset it.
+std::optional<std::string> lost_peer(int err, int sys_errno) {
+  if (err == SSL_ERROR_ZERO_RETURN)
+    return std::string("closed the connection");
+  if (err == SSL_ERROR_SYSCALL && (sys_errno == ECONNRESET || sys_errno == EPIPE))
+    return std::string("reset the connection (") + std::strerror(sys_errno) + ")";
+  if (err == SSL_ERROR_SYSCALL && sys_errno == 0)
+    return std::string("closed the connection");
+  if (err == SSL_ERROR_SSL
+      && ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING)
+    return std::string("closed the connection without a TLS close");
+  return std::nullopt;
 }
 
 class tls_channel final : public channel {
@@ -111,11 +127,13 @@ private:
 
   status read(uint8_t* dst, uint64_t n, const char* what) {
     while (n > 0) {
-      int r, err;
+      int r, err, sys_errno = 0;
       {
         std::lock_guard<std::mutex> guard{mtx_};
+        errno = 0;
         ERR_clear_error(); // SSL_get_error reads the thread's queue (../shared/caf-notes.md)
         r = SSL_read(ssl_, dst, static_cast<int>(std::min<uint64_t>(n, 1 << 30)));
+        sys_errno = errno;
         err = SSL_get_error(ssl_, r);
       }
       if (r > 0) {
@@ -129,9 +147,9 @@ private:
                          + std::to_string(timeout_.count()) + " ms: timed out"};
         continue;
       }
-      if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && r == 0))
-        return failure{std::string("data plane: the peer closed the connection with ")
-                       + std::to_string(n) + " bytes of " + what + " missing"};
+      if (auto gone = lost_peer(err, sys_errno))
+        return failure{std::string("data plane: the peer ") + *gone + " with "
+                       + std::to_string(n) + " bytes of " + what + " missing (TLS)"};
       return failure{std::string("data plane: receiving ") + what + " over TLS: " + ssl_errors()};
     }
     return {};
@@ -139,11 +157,13 @@ private:
 
   status write(const uint8_t* src, uint64_t n) {
     while (n > 0) {
-      int r, err;
+      int r, err, sys_errno = 0;
       {
         std::lock_guard<std::mutex> guard{mtx_};
+        errno = 0;
         ERR_clear_error();
         r = SSL_write(ssl_, src, static_cast<int>(std::min<uint64_t>(n, 1 << 20)));
+        sys_errno = errno;
         err = SSL_get_error(ssl_, r);
       }
       if (r > 0) {
@@ -157,6 +177,8 @@ private:
                          + std::to_string(timeout_.count()) + " ms: timed out"};
         continue;
       }
+      if (auto gone = lost_peer(err, sys_errno))
+        return failure{std::string("data plane: sending a frame over TLS: the peer ") + *gone};
       return failure{"data plane: sending a frame over TLS: " + ssl_errors()};
     }
     return {};

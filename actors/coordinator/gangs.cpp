@@ -595,8 +595,14 @@ void poll_gang(coordinator_actor* self, const job_id& id) {
   for (auto& p : g->parts)
     if (auto s = g->status.find(p.node); s != g->status.end() && s->second.state == "running")
       nodes.push_back(p.node); // started (acknowledged) and not known to have ended
-  if (nodes.empty())
+  if (nodes.empty()) {
+    // Nothing left to ask, but the last answers may not have been judged: every part had
+    // ended while this node could not see a majority (outcomes held), and no later answer
+    // comes to judge them. Judge them now, or the attempt runs for ever (a chaos seed found
+    // it: a gang whose parts ended while its new owner was cut off).
+    judge_gang(self, id);
     return;
+  }
   g->polling = true;
   auto pending = std::make_shared<size_t>(nodes.size());
   auto attempt = run->second.attempt_id;
@@ -826,7 +832,6 @@ part_run* part_by_attempt(coordinator_state& st, const std::string& attempt) {
 }
 
 void on_part_started(coordinator_actor* self, part_run& p, const launch_result& res) {
-  (void)self;
   p.status.pid = res.pid;
   if (!p.rec.attempts.empty()) {
     auto& at = p.rec.attempts.back();
@@ -835,6 +840,20 @@ void on_part_started(coordinator_actor* self, part_run& p, const launch_result& 
     at.start_ticks = res.start_ticks;
     at.cgroup = res.cgroup_dir;
   }
+  // The owner's own part: the attempt's record says where the gang resumed (every part
+  // restores the same step, the newest that every rank saved).
+  if (res.resumed_step < 0)
+    return;
+  auto* rec = self->state.book.owned(p.job);
+  if (!rec || rec->attempts.empty() || rec->attempts.back().number != p.number
+      || rec->attempts.back().resumed_step >= 0)
+    return;
+  auto& at = rec->attempts.back();
+  at.resumed_step = res.resumed_step;
+  at.resumed_from = res.resumed_from;
+  rec->version += 1;
+  rec->updated_ms = now_ms();
+  persist(self, {*rec});
 }
 
 void on_part_done(coordinator_actor* self, part_run& p, const attempt_result& res) {

@@ -247,6 +247,9 @@ def app_allreduce_resumes_after_kill9(c):
     ok = points(c, job, "resume_ok")
     check(resumed and resumed[-1]["value"] >= 10, f"resumed past 0: {resumed}")
     check(ok and all(p["value"] == 1 for p in ok), f"the restored weights were exact: {ok}")
+    last = s["attempts"][-1]
+    check(last.get("resumed_step", -1) == resumed[-1]["value"],
+          f"the attempt's record says where the gang resumed: {last}")
     check(all(p["value"] == 0 for p in points(c, job, "mismatches")), "no sum differed")
 
 

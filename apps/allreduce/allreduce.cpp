@@ -4,7 +4,8 @@
 // one machine, TCP between machines, memory inside a host), and each rank adds the sum to
 // its "weights". The gradients are small integers, so every rank can check the sum exactly
 // and the weights after N steps are known: the app reports any element that differs
-// (`mismatches`, 0 when all is well), the all-reduce's time and bandwidth, and checkpoints
+// (`mismatches`, 0 when all is well), the all-reduce's time and bandwidth (from this rank's
+// call to its end: waiting for a slower rank's gradient counts too), and checkpoints
 // its weights every `checkpoint_every` steps; a new attempt (a lost node, a crash) resumes
 // from them and checks they are the weights of that step (`resume_ok`).
 #include <chrono>

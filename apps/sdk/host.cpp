@@ -22,10 +22,10 @@
 
 #include <caf/io/all.hpp>
 
+#include "host_state.hpp"
 #include "monkey/sdk/attempt.hpp"
 #include "monkey/sdk/version.hpp"
 #include "runtime/apps/exit_codes.hpp"
-#include "runtime/dataplane/mesh.hpp"
 #include "runtime/apps/schema.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/ids.hpp"
@@ -145,53 +145,6 @@ void on_stop_signal(int sig) {
 
 } // namespace
 
-// ---- the host's shared state ------------------------------------------------------------------
-
-struct host_state {
-  const definition* app = nullptr;
-  caf::actor_system* sys = nullptr;
-  std::string job, attempt_id;
-  monkey::job_id id;
-  int32_t attempt = 0;
-  uint64_t seed = 0;
-  int32_t world = 1;
-  std::map<std::string, std::string> params;
-  std::string log_out; ///< the attempt's stdout log: rank logs sit beside it
-  std::string token;   ///< the gang's secret (a gang across nodes): shown by other hosts
-  std::string ckpt_dir;          ///< MONKEY_CHECKPOINT_DIR ("": checkpoints are off)
-  int64_t restored_step = -1;    ///< MONKEY_CHECKPOINT_STEP: restored into ckpt_dir
-  size_t local_ranks = 0;        ///< how many ranks this host runs
-  dp::mesh_options plane_opts;   ///< the data plane's settings (an app that uses it)
-  /// Set before any rank starts, replaced on a gang restart (an actor spawned by a rank may
-  /// still hold the old one: each call takes its own reference).
-  std::shared_ptr<dp::mesh> plane_;
-  std::shared_ptr<dp::mesh> plane() const { return std::atomic_load(&plane_); }
-  void set_plane(std::shared_ptr<dp::mesh> p) { std::atomic_store(&plane_, std::move(p)); }
-  std::atomic<uint64_t> next_op{1};
-
-  std::mutex mtx; ///< guards what follows: ranks report and log from their own threads
-  std::vector<caf::actor> peers; ///< entry actor per rank (each set before it starts)
-  std::vector<metric_point> points;
-  std::map<int32_t, FILE*> logs;
-  std::map<int32_t, int32_t> restarts;
-  std::map<int64_t, std::set<int32_t>> saved; ///< step → this host's ranks that saved it
-  std::vector<int64_t> ready;  ///< steps every rank of this host saved: for the node
-  int64_t durable_step = -1;   ///< the newest step the holders stored (its files in .last/)
-
-  ~host_state() {
-    for (auto& [r, f] : logs)
-      if (f)
-        std::fclose(f);
-  }
-
-  FILE* log_of(int32_t rank) {
-    auto& f = logs[rank];
-    if (!f && !log_out.empty())
-      f = std::fopen(rank_log_path(log_out, rank).c_str(), "a");
-    return f;
-  }
-};
-
 // ---- context ------------------------------------------------------------------------------------
 
 context::context(std::shared_ptr<host_state> host, int32_t rank)
@@ -257,92 +210,6 @@ void context::log(const std::string& line) const {
   }
 }
 
-// ---- tensors -------------------------------------------------------------------------------------
-
-namespace {
-
-dp::reduce_op to_dp(reduce op) {
-  return op == reduce::mean ? dp::reduce_op::mean : dp::reduce_op::sum;
-}
-
-/// The operation's id, and what reaches `target` when it ends.
-std::pair<uint64_t, dp::completion> completion_for(host_state& host, const caf::actor& target) {
-  auto op = host.next_op++;
-  return {op, [op, target](const status& st, dp::buffer data) {
-            tensor_done d;
-            d.op = op;
-            if (!st)
-              d.error = st.error();
-            d.data = std::move(data);
-            caf::anon_send(target, std::move(d));
-          }};
-}
-
-} // namespace
-
-#define MONKEY_TENSOR_OP(call)                                                                     \
-  auto [op, done] = completion_for(*host_, target_);                                               \
-  auto plane = host_->plane();                                                                     \
-  auto* comm = plane ? plane->comm(rank_) : nullptr;                                               \
-  if (!comm)                                                                                       \
-    done(failure{host_->app && !host_->app->uses_data_plane()                                      \
-                   ? "the app has no data plane: define it with app.data_plane()"                 \
-                   : "the data plane of this host is not running"},                               \
-         {});                                                                                      \
-  else                                                                                             \
-    comm->call;                                                                                    \
-  return op;
-
-namespace {
-
-/// An app's tags are below 2^31 (the collectives use the others): the operation's id,
-/// already failed, for one that is not.
-std::optional<uint64_t> refuse_reserved(host_state& host, const caf::actor& target, uint32_t tag) {
-  if ((tag & 0x80000000u) == 0)
-    return std::nullopt;
-  auto [op, done] = completion_for(host, target);
-  done(failure{"tag " + std::to_string(tag) + " is reserved (tags are below 2^31)"}, {});
-  return op;
-}
-
-} // namespace
-
-uint64_t tensors::send(int32_t to, uint32_t tag, tensor t) const {
-  if (auto refused = refuse_reserved(*host_, target_, tag))
-    return *refused;
-  MONKEY_TENSOR_OP(send(to, tag, std::move(t), std::move(done)))
-}
-
-uint64_t tensors::recv(int32_t from, uint32_t tag, tensor into) const {
-  if (auto refused = refuse_reserved(*host_, target_, tag))
-    return *refused;
-  MONKEY_TENSOR_OP(recv(from, tag, std::move(into), std::move(done)))
-}
-
-uint64_t tensors::allreduce(tensor t, reduce r, std::vector<int32_t> group) const {
-  MONKEY_TENSOR_OP(allreduce(std::move(t), to_dp(r), std::move(group), std::move(done)))
-}
-
-uint64_t tensors::broadcast(tensor t, int32_t root, std::vector<int32_t> group) const {
-  MONKEY_TENSOR_OP(broadcast(std::move(t), root, std::move(group), std::move(done)))
-}
-
-uint64_t tensors::reduce_scatter(tensor in, tensor out, reduce r, std::vector<int32_t> group) const {
-  MONKEY_TENSOR_OP(reduce_scatter(std::move(in), std::move(out), to_dp(r), std::move(group),
-                                  std::move(done)))
-}
-
-uint64_t tensors::allgather(tensor in, tensor out, std::vector<int32_t> group) const {
-  MONKEY_TENSOR_OP(allgather(std::move(in), std::move(out), std::move(group), std::move(done)))
-}
-
-#undef MONKEY_TENSOR_OP
-
-std::string tensors::transport(int32_t peer) const {
-  auto plane = host_->plane();
-  auto* comm = plane ? plane->comm(rank_) : nullptr;
-  return comm ? comm->transport(peer) : std::string{};
-}
 
 namespace {
 

@@ -5,7 +5,7 @@
 //
 //   dp_ranks --rank R --world W --dir D [--transport auto|tcp|shm] [--key K]
 //            [--mode check|loop|bench|p2p] [--sizes N,N,...] [--iters I] [--timeout-ms T]
-//            [--connect-ms C] [--segment-kb S] [--tls-dir DIR [--tls-name NAME]]
+//            [--connect-ms C] [--segment-kb S] [--ring-kb K] [--tls-dir DIR [--tls-name NAME]]
 //
 // check: point-to-point and every collective over 1..sizes elements, compared bit for bit
 //        with the ring-order reference; prints "ok ..." lines, or "FAIL ..." and exits 1.
@@ -43,6 +43,7 @@ struct args {
   long timeout_ms = 10000;
   long connect_ms = 30000;
   long segment_kb = 4096;
+  long ring_kb = 0; ///< 0: the mesh's default
   std::string tls_dir, tls_name = "node";
 };
 
@@ -281,6 +282,8 @@ int main(int argc, char** argv) {
       a.tls_name = val();
     else if (k == "--segment-kb")
       a.segment_kb = std::atol(val().c_str());
+    else if (k == "--ring-kb")
+      a.ring_kb = std::atol(val().c_str());
     else if (k == "--connect-ms")
       a.connect_ms = std::atol(val().c_str());
     else if (k == "--sizes") {
@@ -300,6 +303,8 @@ int main(int argc, char** argv) {
   o.timeout = std::chrono::milliseconds(a.timeout_ms);
   o.connect_timeout = std::chrono::milliseconds(a.connect_ms);
   o.segment_bytes = static_cast<uint64_t>(a.segment_kb) << 10;
+  if (a.ring_kb > 0)
+    o.ring_bytes = static_cast<uint64_t>(a.ring_kb) << 10;
   if (!a.tls_dir.empty())
     o.tls = tls_files_in(a.tls_dir, a.tls_name);
   auto m = mesh::create(a.world, {a.rank}, o);

@@ -2,9 +2,12 @@
 #include "runtime/dataplane/comm.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <optional>
+#include <poll.h>
 #include <set>
 
 namespace monkey::dp {
@@ -462,14 +465,20 @@ struct flag {
   std::mutex m;
   std::condition_variable cv;
   bool done = false;
+  std::atomic<bool> ready{false}; ///< `done`, to poll without the lock
   status st;
   void set(const status& s) {
     {
       std::lock_guard<std::mutex> guard{m};
       st = s;
       done = true;
+      ready.store(true);
     }
     cv.notify_all();
+  }
+  void wait_for(std::chrono::microseconds t) {
+    std::unique_lock<std::mutex> lock{m};
+    cv.wait_for(lock, t, [&] { return done; });
   }
   status wait() {
     std::unique_lock<std::mutex> lock{m};
@@ -481,6 +490,12 @@ using flag_ptr = std::shared_ptr<flag>;
 
 completion to_flag(const flag_ptr& f) {
   return [f](const status& st, buffer) { f->set(st); };
+}
+
+inline void cpu_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
 }
 
 } // namespace
@@ -558,6 +573,23 @@ void communicator::run_collective(std::vector<int32_t> group,
   done(failure{"data plane: the communicator is not running"}, {});
 }
 
+namespace {
+
+/// One side of a ring pass that moves its bytes by itself: over a collective lane, a stream
+/// of [header][the steps' chunks][padding to 8 bytes], whose layout both members derive.
+struct lane_header {
+  uint32_t magic = 0x4c434b4d; // "MKCL"
+  uint32_t tag = 0;
+  uint64_t count = 0;
+};
+static_assert(sizeof(lane_header) == 16, "a lane header is 16 bytes");
+
+uint64_t pad8(uint64_t v) {
+  return (v + 7) & ~uint64_t{7};
+}
+
+} // namespace
+
 status communicator::ring_pass(buffer data, const std::vector<int32_t>& g, int i, uint32_t tag,
                                bool reduce) {
   int n = static_cast<int>(g.size());
@@ -566,48 +598,261 @@ status communicator::ring_pass(buffer data, const std::vector<int32_t>& g, int i
   auto step = reduce ? reduce_scatter_step : allgather_step;
   auto next = g[static_cast<size_t>((i + 1) % n)];
   auto prev = g[static_cast<size_t>((i + n - 1) % n)];
-  auto total = data.count();
-  uint64_t seg = std::max<uint64_t>(opts_.segment_bytes / dtype_size(data.type()), 1);
-  // What the previous member sends lands straight in this member's chunk: added to it
-  // (reduce-scatter: from the ring's memory on shm) or copied (allgather). Step s + 1's
-  // receives are posted while step s runs.
-  auto post_recvs = [&](int s) {
-    std::vector<flag_ptr> out;
-    auto c = ring_chunk(total, n, step(i, n, s).recv_chunk);
-    for (uint64_t o = 0; o < c.count; o += seg) {
-      auto f = std::make_shared<flag>();
-      pending_recv r{tag, data.slice(c.first + o, std::min(seg, c.count - o)), to_flag(f)};
-      r.add = reduce;
-      post_recv(prev, std::move(r));
-      out.push_back(f);
-    }
-    return out;
+  auto& to = *peers_[static_cast<size_t>(next)];
+  auto& from = *peers_[static_cast<size_t>(prev)];
+  const uint64_t total = data.count();
+  const uint64_t esz = dtype_size(data.type());
+  lane* out = to.ch->collective_lane();
+  lane* in = from.ch->collective_lane();
+  const uint64_t seg = std::max<uint64_t>(opts_.segment_bytes / esz, 1); // elements
+  auto* base = static_cast<uint8_t*>(data.data());
+  auto chunk_bytes = [&](int c) {
+    auto sp = ring_chunk(total, n, c);
+    return std::pair<uint64_t, uint64_t>{sp.first * esz, sp.count * esz};
   };
-  auto pending = post_recvs(0);
-  {
-    auto c = ring_chunk(total, n, step(i, n, 0).send_chunk);
-    for (uint64_t o = 0; o < c.count; o += seg)
-      if (auto ok = send_direct(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)));
-          !ok)
-        return ok;
+  const int steps = n - 1;
+  // Step s sends what step s - 1 received (the chunk the ring passes on): its bytes may go as
+  // soon as they have arrived (and, reducing, were added).
+  for (int s = 1; s < steps; ++s)
+    if (step(i, n, s).send_chunk != step(i, n, s - 1).recv_chunk)
+      return failure{"data plane: internal error: the ring's schedule does not pass chunks on"};
+
+  // ---- the receiving side: the lane's stream, or frames of `seg` elements received by the
+  // receiving thread (posted for every step at once: they match in order).
+  int rstep = 0;        // the step being received
+  uint64_t roff = 0;    // its bytes received (and added)
+  std::vector<flag_ptr> rflags;
+  size_t rflag_next = 0;
+  lane_header rh;
+  uint64_t rhead_got = 0, rpad = 0, rpad_got = 0;
+  uint64_t rbytes_total = 0; // the pass's chunk bytes, for the lane's padding
+  for (int s = 0; s < steps; ++s)
+    rbytes_total += chunk_bytes(step(i, n, s).recv_chunk).second;
+  if (in) {
+    rpad = pad8(rbytes_total) - rbytes_total;
+  } else {
+    for (int s = 0; s < steps; ++s) {
+      auto c = ring_chunk(total, n, step(i, n, s).recv_chunk);
+      for (uint64_t o = 0; o < c.count; o += seg) {
+        auto f = std::make_shared<flag>();
+        pending_recv r{tag, data.slice(c.first + o, std::min(seg, c.count - o)), to_flag(f)};
+        r.add = reduce;
+        post_recv(prev, std::move(r));
+        rflags.push_back(f);
+      }
+    }
   }
-  for (int s = 0; s < n - 1; ++s) {
-    auto mine = std::move(pending);
-    if (s + 1 < n - 1)
-      pending = post_recvs(s + 1);
-    auto c = ring_chunk(total, n, step(i, n, s).recv_chunk);
-    size_t k = 0;
-    for (uint64_t o = 0; o < c.count; o += seg, ++k) {
-      if (auto st = mine[k]->wait(); !st)
-        return st; // (run_collective closes the group's links: see there)
-      // A segment received goes on at once: it is what the next step sends.
-      if (s + 1 < n - 1)
-        if (auto ok = send_direct(next, tag, data.slice(c.first + o, std::min(seg, c.count - o)));
+  // ---- the sending side: the lane's stream, or frames of `seg` elements sent from here.
+  int sstep = 0;
+  uint64_t soff = 0;
+  lane_header sh;
+  sh.tag = tag;
+  sh.count = total;
+  uint64_t shead_put = 0, spad_put = 0;
+  uint64_t sbytes_total = 0;
+  for (int s = 0; s < steps; ++s)
+    sbytes_total += chunk_bytes(step(i, n, s).send_chunk).second;
+  const uint64_t spad = out ? pad8(sbytes_total) - sbytes_total : 0;
+  static const uint8_t zeros[8] = {};
+
+  // How many bytes of step s's send chunk are ready.
+  auto ready_bytes = [&](int s) -> uint64_t {
+    auto len = chunk_bytes(step(i, n, s).send_chunk).second;
+    if (s == 0 || rstep > s - 1)
+      return len;
+    return rstep == s - 1 ? roff : 0;
+  };
+  auto recv_done = [&] { return rstep >= steps && (!in || rpad_got == rpad); };
+  auto send_done = [&] { return sstep >= steps && (!out || spad_put == spad); };
+  auto skip_empty_recv = [&] {
+    while (rstep < steps && roff == chunk_bytes(step(i, n, rstep).recv_chunk).second) {
+      ++rstep;
+      roff = 0;
+    }
+  };
+  auto skip_empty_send = [&] {
+    while (sstep < steps && soff == chunk_bytes(step(i, n, sstep).send_chunk).second) {
+      ++sstep;
+      soff = 0;
+    }
+  };
+  static const uint64_t piece = [] { // interleaves both directions, stays in the cache
+    auto* v = std::getenv("MONKEY_DP_PIECE_KB");
+    return std::max<uint64_t>(v ? std::strtoull(v, nullptr, 10) : 64, 4) << 10;
+  }();
+  auto last_progress = clock::now();
+  int idle = 0;
+  auto who = [](int32_t r) { return " (rank " + std::to_string(r) + ")"; };
+
+  for (;;) {
+    bool moved = false;
+    // Receive.
+    if (in) {
+      if (rhead_got < sizeof(rh)) {
+        auto got = in->try_read(reinterpret_cast<uint8_t*>(&rh) + rhead_got, sizeof(rh) - rhead_got,
+                                false);
+        if (!got)
+          return failure{got.error() + who(prev)};
+        rhead_got += *got;
+        moved |= *got > 0;
+        if (rhead_got == sizeof(rh) && (rh.magic != lane_header{}.magic || rh.tag != tag
+                                        || rh.count != total))
+          return failure{"data plane: rank " + std::to_string(prev)
+                         + " is in another collective (tag " + std::to_string(rh.tag) + ", "
+                         + std::to_string(rh.count) + " elements; this one: tag "
+                         + std::to_string(tag) + ", " + std::to_string(total)
+                         + "): every member must call the same collectives in the same order"};
+      }
+      if (rhead_got == sizeof(rh)) {
+        skip_empty_recv();
+        for (int k = 0; k < 4 && rstep < steps; ++k) {
+          auto [first, len] = chunk_bytes(step(i, n, rstep).recv_chunk);
+          auto want = std::min(len - roff, piece);
+          auto got = in->try_read(base + first + roff, want, reduce);
+          if (!got)
+            return failure{got.error() + who(prev)};
+          if (*got == 0)
+            break;
+          roff += *got;
+          moved = true;
+          skip_empty_recv();
+        }
+        if (rstep >= steps && rpad_got < rpad) {
+          uint8_t sink[8];
+          auto got = in->try_read(sink, rpad - rpad_got, false);
+          if (!got)
+            return failure{got.error() + who(prev)};
+          rpad_got += *got;
+          moved |= *got > 0;
+        }
+      }
+    } else {
+      while (rflag_next < rflags.size() && rflags[rflag_next]->ready.load()) {
+        if (auto st = rflags[rflag_next]->wait(); !st)
+          return st; // (run_collective closes the group's links: see there)
+        ++rflag_next;
+        moved = true;
+        skip_empty_recv();
+        auto len = chunk_bytes(step(i, n, rstep).recv_chunk).second;
+        roff = std::min(len, roff + seg * esz);
+        skip_empty_recv();
+      }
+      skip_empty_recv();
+    }
+    // Send.
+    if (out) {
+      if (shead_put < sizeof(sh)) {
+        auto put = out->try_write(reinterpret_cast<const uint8_t*>(&sh) + shead_put,
+                                  sizeof(sh) - shead_put);
+        if (!put)
+          return failure{put.error() + who(next)};
+        shead_put += *put;
+        moved |= *put > 0;
+      }
+      if (shead_put == sizeof(sh)) {
+        skip_empty_send();
+        for (int k = 0; k < 4 && sstep < steps; ++k) {
+          auto first = chunk_bytes(step(i, n, sstep).send_chunk).first;
+          auto ready = ready_bytes(sstep);
+          if (ready <= soff)
+            break;
+          auto put = out->try_write(base + first + soff, std::min(ready - soff, piece));
+          if (!put)
+            return failure{put.error() + who(next)};
+          if (*put == 0)
+            break;
+          soff += *put;
+          moved = true;
+          skip_empty_send();
+        }
+        if (sstep >= steps && spad_put < spad) {
+          auto put = out->try_write(zeros, spad - spad_put);
+          if (!put)
+            return failure{put.error() + who(next)};
+          spad_put += *put;
+          moved |= *put > 0;
+        }
+      }
+    } else {
+      skip_empty_send();
+      while (sstep < steps) {
+        auto [first, len] = chunk_bytes(step(i, n, sstep).send_chunk);
+        auto end = std::min(len, soff + seg * esz);
+        if (ready_bytes(sstep) < end)
+          break;
+        if (auto ok = send_direct(next, tag,
+                                  data.slice((first + soff) / esz, (end - soff) / esz));
             !ok)
           return ok;
+        soff = end;
+        moved = true;
+        skip_empty_send();
+      }
+    }
+    if (recv_done() && send_done())
+      return {};
+    if (moved) {
+      idle = 0;
+      last_progress = clock::now();
+      continue;
+    }
+    if (!in && !out) {
+      // Frames both ways (tcp): only the receiving thread's next frame can move us on.
+      if (rflag_next < rflags.size())
+        if (auto st = rflags[rflag_next]->wait(); !st)
+          return st;
+      continue;
+    }
+    // Nothing moved: poll a little, then give the core away, then sleep on what is awaited:
+    // sockets in poll() on both directions at once (the kernel wakes us); memory briefly on
+    // a lane's futex or the receiving thread's next frame (the other direction may move
+    // meanwhile). The sending side waits for room only when it has bytes ready; otherwise
+    // it waits for the receiving side.
+    ++idle;
+    if (idle < 64) {
+      for (int k = 0; k < 16; ++k)
+        cpu_pause();
+      continue;
+    }
+    if (idle < 256) {
+      std::this_thread::yield();
+      continue;
+    }
+    if (clock::now() - last_progress > opts_.timeout) {
+      auto r = !recv_done() ? prev : next;
+      return failure{"data plane: rank " + std::to_string(r) + " moved nothing of a collective for "
+                     + std::to_string(opts_.timeout.count())
+                     + " ms: timed out (is it frozen?)"};
+    }
+    bool send_has_bytes = out && !send_done()
+                          && (shead_put < sizeof(sh) || sstep >= steps || ready_bytes(sstep) > soff);
+    int in_fd = in && !recv_done() ? in->poll_fd() : -1;
+    int out_fd = send_has_bytes ? out->poll_fd() : -1;
+    bool mem_waits = (in && !recv_done() && in_fd < 0) || (send_has_bytes && out_fd < 0)
+                     || (!in && !recv_done());
+    if (!mem_waits && (in_fd >= 0 || out_fd >= 0)) {
+      pollfd fds[2];
+      nfds_t k = 0;
+      if (in_fd >= 0)
+        fds[k++] = pollfd{in_fd, POLLIN, 0};
+      if (out_fd >= 0)
+        fds[k++] = pollfd{out_fd, POLLOUT, 0};
+      ::poll(fds, k, 100);
+      continue;
+    }
+    const std::chrono::microseconds nap{500};
+    if (!recv_done() && in) {
+      if (auto st = in->wait(true, nap); !st)
+        return failure{st.error() + who(prev)};
+    } else if (send_has_bytes) {
+      if (auto st = out->wait(false, nap); !st)
+        return failure{st.error() + who(next)};
+    } else if (!recv_done() && rflag_next < rflags.size()) {
+      rflags[rflag_next]->wait_for(nap);
+    } else {
+      std::this_thread::sleep_for(nap);
     }
   }
-  return {};
 }
 
 namespace {

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <dirent.h>
 #include <future>
@@ -11,6 +12,7 @@
 
 #include "runtime/dataplane/mesh.hpp"
 #include "runtime/dataplane/reference.hpp"
+#include "runtime/dataplane/tcp_link.hpp"
 
 using namespace monkey;
 using namespace monkey::dp;
@@ -222,8 +224,7 @@ TEST_CASE("collectives in one process equal the ring-order reference bit for bit
         }
         for (auto& s : on_all(n, [&](int r) {
                auto& c = *w[static_cast<size_t>(r)];
-               auto i = static_cast<size_t>(r);
-               INFO("n " << n << " count " << count);
+               auto i = static_cast<size_t>(r); // (Catch's INFO is not for these threads)
                auto ok = c.wait([&](completion d) { c.reduce_scatter(ins[i], outs[i], reduce_op::sum, {}, d); });
                if (!ok)
                  return ok;
@@ -237,6 +238,7 @@ TEST_CASE("collectives in one process equal the ring-order reference bit for bit
             float got = full[static_cast<size_t>(r)][k];
             bad += std::memcmp(&want, &got, sizeof(float)) != 0;
           }
+        INFO("n " << n << " count " << count);
         CHECK(bad == 0);
       }
     }
@@ -417,4 +419,110 @@ TEST_CASE("in-place reduce_scatter and allgather: the output is the rank's slice
       }
     CHECK(bad == 0);
   }
+}
+
+namespace {
+
+/// Two ends of a keyed TCP connection on 127.0.0.1: the dialer's (rank `from`) and the
+/// listener's.
+std::pair<tcp_link, tcp_link> tcp_pair(tcp_listener& l, uint32_t from, uint32_t to) {
+  const std::string key = "mixed-ring-key";
+  auto dialed = std::async(std::launch::async, [&] {
+    return tcp_link::dial(l.endpoint(), key, from, to, std::chrono::seconds(5));
+  });
+  auto accepted = l.accept(key, std::chrono::seconds(5));
+  auto d = dialed.get();
+  REQUIRE(d);
+  REQUIRE(accepted);
+  return {std::move(*d), std::move(*accepted)};
+}
+
+} // namespace
+
+TEST_CASE("a ring over mixed channels (lanes in memory and over TCP, TCP frames) equals the "
+          "reference bit for bit", "[runtime][dataplane]") {
+  comm_options o;
+  o.timeout = std::chrono::seconds(10);
+  o.segment_bytes = 4096;
+  const int n = 4;
+  std::vector<std::unique_ptr<communicator>> w;
+  for (int r = 0; r < n; ++r)
+    w.push_back(std::make_unique<communicator>(r, n, o));
+  auto local = [&](int a, int b) {
+    auto pair = make_local_pair(1 << 16, o.timeout);
+    w[static_cast<size_t>(a)]->attach(b, std::move(pair.first));
+    w[static_cast<size_t>(b)]->attach(a, std::move(pair.second));
+  };
+  auto l = tcp_listener::listen("127.0.0.1");
+  REQUIRE(l);
+  auto tcp = [&](int a, int b, bool lane) {
+    auto main = tcp_pair(*l, static_cast<uint32_t>(a), static_cast<uint32_t>(b));
+    if (!lane) {
+      w[static_cast<size_t>(a)]->attach(b, make_tcp_channel(std::move(main.first)));
+      w[static_cast<size_t>(b)]->attach(a, make_tcp_channel(std::move(main.second)));
+      return;
+    }
+    auto extra = tcp_pair(*l, static_cast<uint32_t>(a), static_cast<uint32_t>(b) | lane_bit);
+    w[static_cast<size_t>(a)]->attach(b, make_tcp_channel(std::move(main.first), std::move(extra.first)));
+    w[static_cast<size_t>(b)]->attach(a, make_tcp_channel(std::move(main.second), std::move(extra.second)));
+  };
+  // The ring 0 → 1 → 2 → 3 → 0: a lane in memory, a TCP lane, TCP frames, a lane in memory;
+  // rank 2 receives on a lane and sends frames, rank 3 the other way round.
+  local(0, 1);
+  tcp(1, 2, true);
+  tcp(2, 3, false);
+  local(0, 3);
+  tcp(0, 2, false);
+  local(1, 3);
+  for (auto& c : w)
+    REQUIRE(c->start());
+  CHECK(w[1]->transport(2) == "tcp");
+  for (auto group : {std::vector<int32_t>{0, 1, 2, 3}, std::vector<int32_t>{3, 2, 1, 0},
+                     std::vector<int32_t>{2, 3, 0}})
+    for (uint64_t count : {1ull, 7ull, 1000ull, 100003ull})
+      for (auto op : {reduce_op::sum, reduce_op::mean}) {
+        std::vector<buffer> bufs;
+        for (int r = 0; r < n; ++r)
+          bufs.push_back(inputs(r, count, static_cast<uint32_t>(count)));
+        auto in_group = [&](int r) {
+          return std::find(group.begin(), group.end(), r) != group.end();
+        };
+        for (auto& s : on_all(n, [&](int r) -> status {
+               if (!in_group(r))
+                 return {};
+               auto& c = *w[static_cast<size_t>(r)];
+               return c.wait([&](completion d) { c.allreduce(bufs[static_cast<size_t>(r)], op, group, d); });
+             }))
+          REQUIRE_OK(s);
+        size_t bad = 0;
+        for (auto r : group)
+          for (uint64_t k = 0; k < count; ++k) {
+            float want = reference::ring_sum(group, count, k, static_cast<uint32_t>(count),
+                                             op == reduce_op::mean);
+            float got = bufs[static_cast<size_t>(r)][k];
+            bad += std::memcmp(&want, &got, sizeof(float)) != 0;
+          }
+        INFO("group of " << group.size() << " from rank " << group[0] << ", count " << count);
+        CHECK(bad == 0);
+      }
+  // An allgather of bytes (odd sizes) and then a float all-reduce: the lanes stay aligned.
+  std::vector<buffer> outs;
+  for (int r = 0; r < n; ++r)
+    outs.push_back(buffer(dtype::u8, 13));
+  for (auto& s : on_all(n, [&](int r) -> status {
+         auto& c = *w[static_cast<size_t>(r)];
+         auto mine = ring_chunk(13, n, r);
+         auto in = buffer(dtype::u8, mine.count);
+         for (uint64_t k = 0; k < mine.count; ++k)
+           static_cast<uint8_t*>(in.data())[k] = static_cast<uint8_t>(mine.first + k + 1);
+         auto ok = c.wait([&](completion d) { c.allgather(in, outs[static_cast<size_t>(r)], {}, d); });
+         if (!ok)
+           return ok;
+         auto f = inputs(r, 999, 3);
+         return c.wait([&](completion d) { c.allreduce(f, reduce_op::sum, {}, d); });
+       }))
+    REQUIRE_OK(s);
+  for (int r = 0; r < n; ++r)
+    for (uint64_t k = 0; k < 13; ++k)
+      CHECK(static_cast<const uint8_t*>(outs[static_cast<size_t>(r)].data())[k] == k + 1);
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cerrno>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <poll.h>
 #include <sstream>
@@ -145,12 +146,18 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
         comms_[p]->attach(r, std::move(pair.second));
       }
 
+  // Plain TCP pairs get a second connection, the collectives' lane (transport.hpp); TLS
+  // links have none (their collectives go frame by frame).
+  const bool tcp_lanes = !tls_;
+  auto lanes_with = [&](int32_t p) { return tcp_lanes && !use_shm(where.at(p)); };
   // The higher ranks of other hosts dial this one's ranks: accept them meanwhile.
   size_t inbound = 0;
   for (auto r : local_)
     for (int32_t p = 0; p < r; ++p)
       if (!is_local(p))
-        ++inbound;
+        inbound += lanes_with(p) ? 2 : 1;
+  // A pair's first TCP connection waits here for its lane (or the other way round).
+  std::map<std::pair<uint32_t, uint32_t>, tcp_link> tcp_main, tcp_lane;
   std::atomic<clock::rep> until{(clock::now() + opts_.connect_timeout).time_since_epoch().count()};
   auto left_ms = [&] {
     return std::chrono::duration_cast<milliseconds>(clock::time_point(clock::duration(until.load()))
@@ -180,7 +187,32 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
         if (l) {
           from = l->peer_rank();
           to = l->to_rank();
-          if (tls_) {
+          bool is_lane = (to & lane_bit) != 0;
+          to &= ~lane_bit;
+          bool valid = to < static_cast<uint32_t>(world_) && from < to
+                       && is_local(static_cast<int32_t>(to)) && !is_local(static_cast<int32_t>(from));
+          if (valid && lanes_with(static_cast<int32_t>(from))) {
+            auto key = std::make_pair(from, to);
+            auto& mine = is_lane ? tcp_lane : tcp_main;
+            auto& other = is_lane ? tcp_main : tcp_lane;
+            if (mine.count(key) || comm(static_cast<int32_t>(to))->transport(static_cast<int32_t>(from)) != "") {
+              std::fprintf(stderr, "data plane: refused a second connection from rank %u for rank %u\n",
+                           from, to);
+              continue;
+            }
+            if (!other.count(key)) {
+              mine.emplace(key, std::move(*l));
+              ++got;
+              continue;
+            }
+            auto o = std::move(other.at(key));
+            other.erase(key);
+            ch = is_lane ? make_tcp_channel(std::move(o), std::move(*l))
+                         : make_tcp_channel(std::move(*l), std::move(o));
+          } else if (is_lane) {
+            std::fprintf(stderr, "data plane: refused a lane from rank %u for rank %u\n", from, to);
+            continue;
+          } else if (tls_) {
             auto t = make_tls_channel(std::move(*l), tls_, true, opts_.timeout);
             if (t)
               ch = std::move(*t);
@@ -246,6 +278,19 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
             dial_error = "rank " + std::to_string(r) + " to rank " + std::to_string(p) + ": " + t.error();
           else
             comms_.at(r)->attach(p, std::move(*t));
+        } else if (lanes_with(p)) {
+          auto lane = tcp_link::dial(e.tcp, opts_.key, static_cast<uint32_t>(r),
+                                     static_cast<uint32_t>(p) | lane_bit,
+                                     std::max<milliseconds>(std::min(left_ms(), opts_.timeout),
+                                                            milliseconds(1)));
+          if (!lane) {
+            dial_error = "rank " + std::to_string(r) + " to rank " + std::to_string(p)
+                         + " (collective lane): " + lane.error();
+          } else {
+            l->set_timeout(opts_.timeout);
+            lane->set_timeout(opts_.timeout);
+            comms_.at(r)->attach(p, make_tcp_channel(std::move(*l), std::move(*lane)));
+          }
         } else {
           l->set_timeout(opts_.timeout); // from the connect's deadline to the transfer timeout
           comms_.at(r)->attach(p, make_tcp_channel(std::move(*l)));

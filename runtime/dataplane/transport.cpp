@@ -2,17 +2,20 @@
 #include "runtime/dataplane/transport.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <vector>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -49,9 +52,104 @@ std::string errno_text() {
 
 // ---- tcp ---------------------------------------------------------------------------------------
 
+/// The collective lane over a second keyed TCP connection of the pair, non-blocking: the
+/// collective thread sends and receives on it in turn.
+class tcp_lane final : public lane {
+public:
+  explicit tcp_lane(tcp_link link) : link_(std::move(link)) {
+    ::fcntl(link_.fd(), F_SETFL, ::fcntl(link_.fd(), F_GETFL) | O_NONBLOCK);
+  }
+
+  expected<uint64_t> try_write(const void* src, uint64_t n) override {
+    auto w = ::send(link_.fd(), src, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w >= 0)
+      return static_cast<uint64_t>(w);
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+      return uint64_t{0};
+    return failure{lost_text(errno)};
+  }
+
+  expected<uint64_t> try_read(void* dst, uint64_t n, bool add) override {
+    auto* out = static_cast<uint8_t*>(dst);
+    if (!add) {
+      uint64_t done = 0;
+      // Bytes kept from an add that ended inside an element come first.
+      for (; carry_ > 0 && done < n; ++done) {
+        out[done] = carried_[0];
+        std::memmove(carried_, carried_ + 1, --carry_);
+      }
+      if (done == n)
+        return done;
+      auto got = recv_some(out + done, n - done);
+      if (!got)
+        return got;
+      return done + *got;
+    }
+    // Added as float32: through a small buffer; a torn element waits for its other bytes.
+    constexpr uint64_t piece = 64 << 10;
+    if (bounce_.empty())
+      bounce_.resize(piece + sizeof(float));
+    std::memcpy(bounce_.data(), carried_, carry_);
+    auto want = std::min<uint64_t>(n, piece) - carry_;
+    auto got = recv_some(bounce_.data() + carry_, want);
+    if (!got)
+      return got;
+    auto have = carry_ + *got;
+    auto whole = have - have % sizeof(float);
+    if (whole > 0)
+      add_f32(static_cast<float*>(dst), reinterpret_cast<const float*>(bounce_.data()),
+              whole / sizeof(float));
+    carry_ = have - whole;
+    std::memcpy(carried_, bounce_.data() + whole, carry_);
+    return whole;
+  }
+
+  status wait(bool for_data, std::chrono::microseconds wait) override {
+    pollfd p{link_.fd(), static_cast<short>(for_data ? POLLIN : POLLOUT), 0};
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(wait.count() / 1000000);
+    ts.tv_nsec = static_cast<long>((wait.count() % 1000000) * 1000);
+    ::ppoll(&p, 1, &ts, nullptr);
+    if (p.revents & POLLNVAL)
+      return failure{"data plane: the channel is closed"};
+    return {}; // an end or an error shows in the next try
+  }
+
+  int poll_fd() const override { return link_.fd(); }
+  void shutdown() { link_.shutdown(); }
+
+private:
+  expected<uint64_t> recv_some(uint8_t* dst, uint64_t n) {
+    auto r = ::recv(link_.fd(), dst, n, MSG_DONTWAIT);
+    if (r > 0)
+      return static_cast<uint64_t>(r);
+    if (r == 0)
+      return failure{"data plane: the peer closed the connection"};
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+      return uint64_t{0};
+    return failure{lost_text(errno)};
+  }
+
+  static std::string lost_text(int e) {
+    if (e == EPIPE || e == ECONNRESET)
+      return "data plane: the peer closed or reset the connection";
+    return std::string("data plane: ") + std::strerror(e);
+  }
+
+  tcp_link link_;
+  std::vector<uint8_t> bounce_;
+  uint8_t carried_[sizeof(float)] = {};
+  uint64_t carry_ = 0;
+};
+
 class tcp_channel final : public channel {
 public:
   explicit tcp_channel(tcp_link link) : link_(std::move(link)) {}
+  tcp_channel(tcp_link link, tcp_link lane) : link_(std::move(link)) {
+    lane_ = std::make_unique<tcp_lane>(std::move(lane));
+  }
+  ~tcp_channel() override { shutdown(); }
+  lane* collective_lane() override { return lane_.get(); }
   expected<bool> wait_readable(milliseconds wait) override {
     return dp::wait_readable(link_.fd(), wait);
   }
@@ -64,11 +162,16 @@ public:
   status send(const frame_header& h, const void* payload) override {
     return link_.send(h, payload);
   }
-  void shutdown() override { link_.shutdown(); }
+  void shutdown() override {
+    link_.shutdown();
+    if (lane_)
+      lane_->shutdown();
+  }
   const char* kind() const override { return "tcp"; }
 
 private:
   tcp_link link_;
+  std::unique_ptr<tcp_lane> lane_;
 };
 
 // ---- the ring ----------------------------------------------------------------------------------
@@ -129,14 +232,104 @@ struct ring {
   uint64_t cap = 0;
 };
 
+/// Whether the process at the other end of `pulse_fd` (a connected Unix socket) still lives.
+bool pulse_alive(int pulse_fd) {
+  if (pulse_fd < 0)
+    return true;
+  pollfd p{pulse_fd, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0)
+    return true;
+  return (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) == 0;
+}
+
+const char* closed_text = "data plane: the channel is closed";
+const char* gone_peer_text = "data plane: the peer process went away (its end of the channel closed)";
+
+/// The collective lane over two more rings of the channel's memory (transport.hpp).
+class ring_lane final : public lane {
+public:
+  ring_lane(ring out, ring in, const int* pulse_fd) : out_(out), in_(in), pulse_fd_(pulse_fd) {}
+
+  expected<uint64_t> try_write(const void* src, uint64_t n) override {
+    if (closed())
+      return failure{closed_text};
+    auto& r = out_;
+    auto head = r.c->head.load(std::memory_order_relaxed);
+    auto space = r.cap - (head - r.c->tail.load(std::memory_order_acquire));
+    auto at = head & (r.cap - 1);
+    auto len = std::min({n, space, r.cap - at});
+    if (len == 0)
+      return uint64_t{0};
+    std::memcpy(r.data + at, src, len);
+    r.c->head.store(head + len, std::memory_order_seq_cst);
+    notify(r.c->data_seq, r.c->data_waiters);
+    return len;
+  }
+
+  expected<uint64_t> try_read(void* dst, uint64_t n, bool add) override {
+    if (closed())
+      return failure{closed_text};
+    auto& r = in_;
+    auto tail = r.c->tail.load(std::memory_order_relaxed);
+    auto avail = r.c->head.load(std::memory_order_acquire) - tail;
+    auto at = tail & (r.cap - 1);
+    auto len = std::min({n, avail, r.cap - at});
+    if (add)
+      len -= len % sizeof(float);
+    if (len == 0)
+      return uint64_t{0};
+    if (add)
+      add_f32(static_cast<float*>(dst), reinterpret_cast<const float*>(r.data + at),
+              len / sizeof(float));
+    else
+      std::memcpy(dst, r.data + at, len);
+    r.c->tail.store(tail + len, std::memory_order_seq_cst);
+    notify(r.c->space_seq, r.c->space_waiters);
+    return len;
+  }
+
+  status wait(bool for_data, std::chrono::microseconds wait) override {
+    auto& r = for_data ? in_ : out_;
+    auto& seq = for_data ? r.c->data_seq : r.c->space_seq;
+    auto& waiters = for_data ? r.c->data_waiters : r.c->space_waiters;
+    auto seen = seq.load(std::memory_order_seq_cst);
+    waiters.fetch_add(1, std::memory_order_seq_cst);
+    auto head = r.c->head.load(std::memory_order_seq_cst);
+    auto tail = r.c->tail.load(std::memory_order_seq_cst);
+    bool ready = for_data ? head != tail : head - tail < r.cap;
+    if (!ready && !closed()) {
+      timespec ts{};
+      ts.tv_sec = static_cast<time_t>(wait.count() / 1000000);
+      ts.tv_nsec = static_cast<long>((wait.count() % 1000000) * 1000);
+      ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&seq), FUTEX_WAIT, seen, &ts, nullptr, 0);
+    }
+    waiters.fetch_sub(1, std::memory_order_seq_cst);
+    if (closed())
+      return failure{closed_text};
+    if (!pulse_alive(*pulse_fd_))
+      return failure{gone_peer_text};
+    return {};
+  }
+
+private:
+  bool closed() const {
+    return out_.c->closed.load(std::memory_order_relaxed) != 0
+           || in_.c->closed.load(std::memory_order_relaxed) != 0;
+  }
+
+  ring out_, in_;
+  const int* pulse_fd_;
+};
+
 /// The two rings of a channel and what tells whether the peer still lives.
 class ring_channel final : public channel {
 public:
   /// `mem`: the mapping (unmapped at the end; nullptr for heap memory owned elsewhere).
-  ring_channel(ring out, ring in, std::shared_ptr<void> mem, int pulse_fd, milliseconds timeout,
-               const char* kind)
-    : out_(out), in_(in), mem_(std::move(mem)), pulse_fd_(pulse_fd), timeout_(timeout),
-      kind_(kind) {}
+  ring_channel(ring out, ring in, ring lane_out, ring lane_in, std::shared_ptr<void> mem,
+               int pulse_fd, milliseconds timeout, const char* kind)
+    : out_(out), in_(in), lane_out_(lane_out), lane_in_(lane_in), mem_(std::move(mem)),
+      pulse_fd_(pulse_fd), timeout_(timeout), kind_(kind),
+      lane_(lane_out, lane_in, &pulse_fd_) {}
   ~ring_channel() override {
     shutdown();
     if (pulse_fd_ >= 0)
@@ -219,7 +412,7 @@ public:
   void shutdown() override {
     if (done_.exchange(true))
       return;
-    for (auto* c : {out_.c, in_.c}) {
+    for (auto* c : {out_.c, in_.c, lane_out_.c, lane_in_.c}) {
       c->closed.store(1, std::memory_order_seq_cst);
       c->data_seq.fetch_add(1);
       c->space_seq.fetch_add(1);
@@ -231,6 +424,7 @@ public:
   }
 
   const char* kind() const override { return kind_; }
+  lane* collective_lane() override { return &lane_; }
 
 private:
   /// Waits until `ready()` or `wait` passes; spins a little first, then sleeps on the
@@ -270,20 +464,13 @@ private:
            || in_.c->closed.load(std::memory_order_relaxed) != 0;
   }
 
-  bool peer_alive() const {
-    if (pulse_fd_ < 0)
-      return true;
-    pollfd p{pulse_fd_, POLLIN | POLLRDHUP, 0};
-    if (::poll(&p, 1, 0) <= 0)
-      return true;
-    return (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) == 0;
-  }
+  bool peer_alive() const { return pulse_alive(pulse_fd_); }
 
   std::string gone_text(waited w) const {
     if (w == waited::closed)
-      return "data plane: the channel is closed";
+      return closed_text;
     if (w == waited::peer_gone)
-      return "data plane: the peer process went away (its end of the channel closed)";
+      return gone_peer_text;
     return "data plane: no progress for " + std::to_string(timeout_.count())
            + " ms (the peer is frozen or gone): timed out";
   }
@@ -350,11 +537,12 @@ private:
     return {};
   }
 
-  ring out_, in_;
+  ring out_, in_, lane_out_, lane_in_;
   std::shared_ptr<void> mem_;
   int pulse_fd_ = -1;
   milliseconds timeout_;
   const char* kind_;
+  ring_lane lane_;
   std::atomic<bool> done_{false};
 };
 
@@ -365,16 +553,25 @@ uint64_t round_capacity(uint64_t capacity) {
   return cap;
 }
 
-/// The two rings laid out in `base`: [control A][bytes A][control B][bytes B].
-void lay_out(uint8_t* base, uint64_t cap, ring& a, ring& b, bool init) {
-  a.c = reinterpret_cast<ring_control*>(base);
-  a.data = base + control_bytes;
-  b.c = reinterpret_cast<ring_control*>(base + control_bytes + cap);
-  b.data = base + 2 * control_bytes + cap;
-  a.cap = b.cap = cap;
-  if (init)
-    for (auto* c : {a.c, b.c})
-      new (c) ring_control{};
+/// A channel's memory: its two rings and its lane's two, each [control][bytes].
+struct layout {
+  uint64_t cap = 0, lane_cap = 0;
+  uint64_t bytes() const { return 2 * (control_bytes + cap) + 2 * (control_bytes + lane_cap); }
+};
+
+/// The rings laid out in `base`: A and B of `cap` bytes, then lane rings C and D. The dialer
+/// writes A and C, and reads B and D.
+std::array<ring, 4> lay_out(uint8_t* base, layout l, bool init) {
+  std::array<ring, 4> rs;
+  for (int k = 0; k < 4; ++k) {
+    auto cap = k < 2 ? l.cap : l.lane_cap;
+    rs[static_cast<size_t>(k)] = ring{reinterpret_cast<ring_control*>(base), base + control_bytes,
+                                      cap};
+    if (init)
+      new (base) ring_control{};
+    base += control_bytes + cap;
+  }
+  return rs;
 }
 
 status send_fd(int sock, int fd) {
@@ -450,18 +647,29 @@ std::unique_ptr<channel> make_tcp_channel(tcp_link link) {
   return std::make_unique<tcp_channel>(std::move(link));
 }
 
+std::unique_ptr<channel> make_tcp_channel(tcp_link link, tcp_link lane) {
+  return std::make_unique<tcp_channel>(std::move(link), std::move(lane));
+}
+
+uint64_t lane_capacity(uint64_t ring) {
+  static const uint64_t most = [] {
+    auto* v = std::getenv("MONKEY_DP_LANE_KB");
+    auto kb = v ? std::strtoull(v, nullptr, 10) : 1024;
+    return round_capacity(std::max<uint64_t>(kb, 4) << 10);
+  }();
+  return std::min(round_capacity(ring), most);
+}
+
 std::pair<std::unique_ptr<channel>, std::unique_ptr<channel>>
 make_local_pair(uint64_t capacity, milliseconds timeout) {
-  auto cap = round_capacity(capacity);
-  auto bytes = 2 * (control_bytes + cap);
-  void* p = std::aligned_alloc(4096, bytes);
+  layout l{round_capacity(capacity), lane_capacity(capacity)};
+  void* p = std::aligned_alloc(4096, l.bytes());
   if (!p)
     throw std::bad_alloc();
   std::shared_ptr<void> mem(p, [](void* q) { std::free(q); });
-  ring a, b;
-  lay_out(static_cast<uint8_t*>(p), cap, a, b, true);
-  return {std::make_unique<ring_channel>(a, b, mem, -1, timeout, "local"),
-          std::make_unique<ring_channel>(b, a, mem, -1, timeout, "local")};
+  auto r = lay_out(static_cast<uint8_t*>(p), l, true);
+  return {std::make_unique<ring_channel>(r[0], r[1], r[2], r[3], mem, -1, timeout, "local"),
+          std::make_unique<ring_channel>(r[1], r[0], r[3], r[2], mem, -1, timeout, "local")};
 }
 
 // ---- unix listener / shm ----------------------------------------------------------------------
@@ -515,8 +723,8 @@ expected<unix_listener::accepted> unix_listener::accept(const std::string& key,
     ::close(sock);
     return failure{who.error()};
   }
-  auto cap = round_capacity(capacity);
-  auto bytes = 2 * (control_bytes + cap);
+  layout l{round_capacity(capacity), lane_capacity(capacity)};
+  auto bytes = l.bytes();
   int seg = static_cast<int>(
     ::syscall(SYS_memfd_create, "monkey-dp", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   std::string why;
@@ -535,12 +743,11 @@ expected<unix_listener::accepted> unix_listener::accept(const std::string& key,
     ::close(sock);
     return failure{why};
   }
-  ring a, b;
-  lay_out(static_cast<uint8_t*>(mem.get()), cap, a, b, true);
-  // The segment's size travels ahead of its descriptor.
-  uint64_t size_le = bytes;
-  auto sent = ::send(sock, &size_le, sizeof(size_le), MSG_NOSIGNAL);
-  auto handed = sent == sizeof(size_le) ? send_fd(sock, seg)
+  auto r = lay_out(static_cast<uint8_t*>(mem.get()), l, true);
+  // The layout travels ahead of the segment's descriptor.
+  uint64_t sizes[2] = {l.cap, l.lane_cap};
+  auto sent = ::send(sock, sizes, sizeof(sizes), MSG_NOSIGNAL);
+  auto handed = sent == sizeof(sizes) ? send_fd(sock, seg)
                                         : status{failure{"data plane: sending the segment size: "
                                                          + errno_text()}};
   ::close(seg);
@@ -551,8 +758,8 @@ expected<unix_listener::accepted> unix_listener::accept(const std::string& key,
   accepted out;
   out.from = who->first;
   out.to = who->second;
-  // The dialer writes ring A and reads ring B.
-  out.ch = std::make_unique<ring_channel>(b, a, mem, sock, timeout, "shm");
+  // The dialer writes rings A and C and reads B and D.
+  out.ch = std::make_unique<ring_channel>(r[1], r[0], r[3], r[2], mem, sock, timeout, "shm");
   return out;
 }
 
@@ -574,28 +781,35 @@ expected<std::unique_ptr<channel>> dial_shm(const std::string& name, const std::
     ::close(sock);
     return failure{ok.error()};
   }
-  uint64_t bytes = 0;
-  if (::recv(sock, &bytes, sizeof(bytes), MSG_WAITALL) != sizeof(bytes) || bytes < 2 * control_bytes
-      || bytes > (uint64_t{1} << 34)) {
+  uint64_t sizes[2] = {0, 0};
+  auto power = [](uint64_t v) { return v >= 4096 && v <= (uint64_t{1} << 32) && (v & (v - 1)) == 0; };
+  if (::recv(sock, sizes, sizeof(sizes), MSG_WAITALL) != sizeof(sizes) || !power(sizes[0])
+      || !power(sizes[1])) {
     ::close(sock);
-    return failure{"data plane: @" + name + " sent no usable segment size"};
+    return failure{"data plane: @" + name + " sent no usable segment layout"};
   }
+  layout l{sizes[0], sizes[1]};
   auto seg = recv_fd(sock);
   if (!seg) {
     ::close(sock);
     return failure{seg.error()};
   }
+  struct stat st {};
+  if (::fstat(*seg, &st) != 0 || static_cast<uint64_t>(st.st_size) < l.bytes()) {
+    ::close(*seg);
+    ::close(sock);
+    return failure{"data plane: @" + name + " handed over a segment smaller than its layout"};
+  }
   std::string why;
-  auto mem = map_segment(*seg, bytes, why);
+  auto mem = map_segment(*seg, l.bytes(), why);
   ::close(*seg);
   if (!mem) {
     ::close(sock);
     return failure{why};
   }
-  auto cap = bytes / 2 - control_bytes;
-  ring a, b;
-  lay_out(static_cast<uint8_t*>(mem.get()), cap, a, b, false);
-  return std::unique_ptr<channel>(std::make_unique<ring_channel>(a, b, mem, sock, timeout, "shm"));
+  auto r = lay_out(static_cast<uint8_t*>(mem.get()), l, false);
+  return std::unique_ptr<channel>(
+    std::make_unique<ring_channel>(r[0], r[1], r[2], r[3], mem, sock, timeout, "shm"));
 }
 
 } // namespace monkey::dp

@@ -24,6 +24,26 @@
 
 namespace monkey::dp {
 
+/// A channel's second byte stream each way, reserved for the collective thread: calls that
+/// never block, on raw bytes whose layout both ends derive from the collective, so that one
+/// thread moves a ring all-reduce's data both ways without waking another (comm.cpp).
+class lane {
+public:
+  virtual ~lane() = default;
+  /// Copies up to `n` bytes into the outgoing stream; how many went (0: no room now). An
+  /// error when the channel is closed.
+  virtual expected<uint64_t> try_write(const void* src, uint64_t n) = 0;
+  /// Takes up to `n` bytes of the incoming stream: copied to `dst`, or added into it as
+  /// float32 (`add`: whole elements only); how many (0: none yet). An error when closed.
+  virtual expected<uint64_t> try_read(void* dst, uint64_t n, bool add) = 0;
+  /// Sleeps until the incoming stream has bytes (`for_data`) or the outgoing one room, or
+  /// `wait` passes; an error when the channel is closed or the peer process is gone.
+  virtual status wait(bool for_data, std::chrono::microseconds wait) = 0;
+  /// A descriptor that poll() reports ready for both directions (a socket), or -1 (memory:
+  /// polled, then wait()).
+  virtual int poll_fd() const { return -1; }
+};
+
 class channel {
 public:
   virtual ~channel() = default;
@@ -45,14 +65,26 @@ public:
   virtual void shutdown() = 0;
   /// "tcp", "shm" or "local".
   virtual const char* kind() const = 0;
+  /// The collective lane (shm, local), or nullptr (tcp): both ends of a channel agree.
+  virtual class lane* collective_lane() { return nullptr; }
 };
 
 /// A channel over a keyed TCP connection; `timeout`: how long a started transfer may make no
 /// progress.
 std::unique_ptr<channel> make_tcp_channel(class tcp_link link);
+/// The same with a collective lane over a second connection of the pair (`lane`).
+std::unique_ptr<channel> make_tcp_channel(class tcp_link link, class tcp_link lane);
+
+/// Marks the rank a dialer asks for when it dials the pair's collective lane (the key proof
+/// covers it).
+constexpr uint32_t lane_bit = 0x40000000u;
+
+/// The bytes of each direction of a ring channel's collective lane: `ring` (the channel's own
+/// rings) capped at 1 MB (MONKEY_DP_LANE_KB overrides), so that the lane stays in the cache.
+uint64_t lane_capacity(uint64_t ring);
 
 /// Two channels joined in this process's memory (ranks of one host), rings of `capacity`
-/// bytes each way; `timeout` as for shm.
+/// bytes each way (and lanes of lane_capacity); `timeout` as for shm.
 std::pair<std::unique_ptr<channel>, std::unique_ptr<channel>>
 make_local_pair(uint64_t capacity, std::chrono::milliseconds timeout);
 

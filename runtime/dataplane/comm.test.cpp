@@ -526,3 +526,17 @@ TEST_CASE("a ring over mixed channels (lanes in memory and over TCP, TCP frames)
     for (uint64_t k = 0; k < 13; ++k)
       CHECK(static_cast<const uint8_t*>(outs[static_cast<size_t>(r)].data())[k] == k + 1);
 }
+
+TEST_CASE("members in different collectives fail with the reason instead of mixing tensors",
+          "[runtime][dataplane]") {
+  auto w = local_world(2);
+  auto a = inputs(0, 100, 1), b = inputs(1, 200, 1);
+  auto st = on_all(2, [&](int r) {
+    auto& c = *w[static_cast<size_t>(r)];
+    return c.wait([&](completion d) { c.allreduce(r == 0 ? a : b, reduce_op::sum, {}, d); });
+  });
+  REQUIRE_FALSE(st[0]);
+  REQUIRE_FALSE(st[1]);
+  auto said = st[0].error() + " | " + st[1].error();
+  CHECK_THAT(said, Catch::Contains("every member must call the same collectives in the same order"));
+}

@@ -575,8 +575,8 @@ void communicator::run_collective(std::vector<int32_t> group,
 
 namespace {
 
-/// One side of a ring pass that moves its bytes by itself: over a collective lane, a stream
-/// of [header][the steps' chunks][padding to 8 bytes], whose layout both members derive.
+/// A ring pass's bytes one way, over a collective lane: [header][the steps' chunks][padding
+/// to 8 bytes], a layout both members derive from the call.
 struct lane_header {
   uint32_t magic = 0x4c434b4d; // "MKCL"
   uint32_t tag = 0;
@@ -588,6 +588,51 @@ uint64_t pad8(uint64_t v) {
   return (v + 7) & ~uint64_t{7};
 }
 
+/// One direction of a ring pass as consecutive parts (on a lane: the header, the steps'
+/// chunks, the padding; on plain links: the chunks), and how far it went.
+struct pass_stream {
+  struct part {
+    uint8_t* at;
+    uint64_t len;
+  };
+  std::vector<part> parts;
+  size_t first_chunk = 0; ///< the part of step 0's chunk
+  size_t k = 0;           ///< the part under way
+  uint64_t off = 0;       ///< its bytes done
+
+  pass_stream(bool lane, void* header, uint8_t* pad, const std::vector<part>& chunks)
+    : first_chunk(lane ? 1 : 0) {
+    uint64_t bytes = 0;
+    if (lane)
+      parts.push_back({static_cast<uint8_t*>(header), sizeof(lane_header)});
+    for (auto& c : chunks) {
+      parts.push_back(c);
+      bytes += c.len;
+    }
+    if (lane)
+      parts.push_back({pad, pad8(bytes) - bytes});
+    skip_full();
+  }
+  void skip_full() {
+    while (k < parts.size() && off == parts[k].len) {
+      ++k;
+      off = 0;
+    }
+  }
+  void advance(uint64_t n) {
+    off += n;
+    skip_full();
+  }
+  bool done() const { return k >= parts.size(); }
+  bool in_chunk() const { return k >= first_chunk && k + first_chunk < parts.size(); }
+  part& now() { return parts[k]; }
+  /// Bytes done of step s's chunk.
+  uint64_t done_of_step(int s) const {
+    auto j = first_chunk + static_cast<size_t>(s);
+    return j < k ? parts[j].len : j == k ? off : 0;
+  }
+};
+
 } // namespace
 
 status communicator::ring_pass(buffer data, const std::vector<int32_t>& g, int i, uint32_t tag,
@@ -598,83 +643,56 @@ status communicator::ring_pass(buffer data, const std::vector<int32_t>& g, int i
   auto step = reduce ? reduce_scatter_step : allgather_step;
   auto next = g[static_cast<size_t>((i + 1) % n)];
   auto prev = g[static_cast<size_t>((i + n - 1) % n)];
-  auto& to = *peers_[static_cast<size_t>(next)];
-  auto& from = *peers_[static_cast<size_t>(prev)];
+  lane* out = peers_[static_cast<size_t>(next)]->ch->collective_lane();
+  lane* in = peers_[static_cast<size_t>(prev)]->ch->collective_lane();
   const uint64_t total = data.count();
   const uint64_t esz = dtype_size(data.type());
-  lane* out = to.ch->collective_lane();
-  lane* in = from.ch->collective_lane();
-  const uint64_t seg = std::max<uint64_t>(opts_.segment_bytes / esz, 1); // elements
+  const uint64_t seg_bytes = std::max<uint64_t>(opts_.segment_bytes / esz, 1) * esz;
   auto* base = static_cast<uint8_t*>(data.data());
-  auto chunk_bytes = [&](int c) {
-    auto sp = ring_chunk(total, n, c);
-    return std::pair<uint64_t, uint64_t>{sp.first * esz, sp.count * esz};
-  };
   const int steps = n - 1;
   // Step s sends what step s - 1 received (the chunk the ring passes on): its bytes may go as
   // soon as they have arrived (and, reducing, were added).
   for (int s = 1; s < steps; ++s)
     if (step(i, n, s).send_chunk != step(i, n, s - 1).recv_chunk)
       return failure{"data plane: internal error: the ring's schedule does not pass chunks on"};
+  auto chunks = [&](bool sending) {
+    std::vector<pass_stream::part> out;
+    for (int s = 0; s < steps; ++s) {
+      auto st = step(i, n, s);
+      auto c = ring_chunk(total, n, sending ? st.send_chunk : st.recv_chunk);
+      out.push_back({base + c.first * esz, c.count * esz});
+    }
+    return out;
+  };
+  lane_header sh, rh;
+  sh.tag = tag;
+  sh.count = total;
+  uint8_t zeros[8] = {}, sink[8];
+  pass_stream tx(out != nullptr, &sh, zeros, chunks(true));
+  pass_stream rx(in != nullptr, &rh, sink, chunks(false));
+  bool header_checked = !in;
 
-  // ---- the receiving side: the lane's stream, or frames of `seg` elements received by the
-  // receiving thread (posted for every step at once: they match in order).
-  int rstep = 0;        // the step being received
-  uint64_t roff = 0;    // its bytes received (and added)
+  // Without a lane the receiving thread takes the frames (of a segment each), posted for
+  // every step at once: they match in order.
   std::vector<flag_ptr> rflags;
   size_t rflag_next = 0;
-  lane_header rh;
-  uint64_t rhead_got = 0, rpad = 0, rpad_got = 0;
-  uint64_t rbytes_total = 0; // the pass's chunk bytes, for the lane's padding
-  for (int s = 0; s < steps; ++s)
-    rbytes_total += chunk_bytes(step(i, n, s).recv_chunk).second;
-  if (in) {
-    rpad = pad8(rbytes_total) - rbytes_total;
-  } else {
-    for (int s = 0; s < steps; ++s) {
-      auto c = ring_chunk(total, n, step(i, n, s).recv_chunk);
-      for (uint64_t o = 0; o < c.count; o += seg) {
+  if (!in)
+    for (auto& p : rx.parts)
+      for (uint64_t o = 0; o < p.len; o += seg_bytes) {
         auto f = std::make_shared<flag>();
-        pending_recv r{tag, data.slice(c.first + o, std::min(seg, c.count - o)), to_flag(f)};
+        pending_recv r{tag, data.slice((p.at - base + o) / esz, std::min(seg_bytes, p.len - o) / esz),
+                       to_flag(f)};
         r.add = reduce;
         post_recv(prev, std::move(r));
         rflags.push_back(f);
       }
-    }
-  }
-  // ---- the sending side: the lane's stream, or frames of `seg` elements sent from here.
-  int sstep = 0;
-  uint64_t soff = 0;
-  lane_header sh;
-  sh.tag = tag;
-  sh.count = total;
-  uint64_t shead_put = 0, spad_put = 0;
-  uint64_t sbytes_total = 0;
-  for (int s = 0; s < steps; ++s)
-    sbytes_total += chunk_bytes(step(i, n, s).send_chunk).second;
-  const uint64_t spad = out ? pad8(sbytes_total) - sbytes_total : 0;
-  static const uint8_t zeros[8] = {};
 
-  // How many bytes of step s's send chunk are ready.
-  auto ready_bytes = [&](int s) -> uint64_t {
-    auto len = chunk_bytes(step(i, n, s).send_chunk).second;
-    if (s == 0 || rstep > s - 1)
-      return len;
-    return rstep == s - 1 ? roff : 0;
-  };
-  auto recv_done = [&] { return rstep >= steps && (!in || rpad_got == rpad); };
-  auto send_done = [&] { return sstep >= steps && (!out || spad_put == spad); };
-  auto skip_empty_recv = [&] {
-    while (rstep < steps && roff == chunk_bytes(step(i, n, rstep).recv_chunk).second) {
-      ++rstep;
-      roff = 0;
-    }
-  };
-  auto skip_empty_send = [&] {
-    while (sstep < steps && soff == chunk_bytes(step(i, n, sstep).send_chunk).second) {
-      ++sstep;
-      soff = 0;
-    }
+  // The bytes of the part under way that may be sent: step s >= 1's chunk as far as step
+  // s - 1's has been received.
+  auto tx_ready = [&]() -> uint64_t {
+    if (!tx.in_chunk() || tx.k == tx.first_chunk)
+      return tx.now().len;
+    return rx.done_of_step(static_cast<int>(tx.k - tx.first_chunk) - 1);
   };
   static const uint64_t piece = [] { // interleaves both directions, stays in the cache
     auto* v = std::getenv("MONKEY_DP_PIECE_KB");
@@ -688,42 +706,24 @@ status communicator::ring_pass(buffer data, const std::vector<int32_t>& g, int i
     bool moved = false;
     // Receive.
     if (in) {
-      if (rhead_got < sizeof(rh)) {
-        auto got = in->try_read(reinterpret_cast<uint8_t*>(&rh) + rhead_got, sizeof(rh) - rhead_got,
-                                false);
+      for (int k = 0; k < 4 && !rx.done(); ++k) {
+        auto& p = rx.now();
+        auto got = in->try_read(p.at + rx.off, std::min(p.len - rx.off, piece),
+                                reduce && rx.in_chunk());
         if (!got)
           return failure{got.error() + who(prev)};
-        rhead_got += *got;
-        moved |= *got > 0;
-        if (rhead_got == sizeof(rh) && (rh.magic != lane_header{}.magic || rh.tag != tag
-                                        || rh.count != total))
-          return failure{"data plane: rank " + std::to_string(prev)
-                         + " is in another collective (tag " + std::to_string(rh.tag) + ", "
-                         + std::to_string(rh.count) + " elements; this one: tag "
-                         + std::to_string(tag) + ", " + std::to_string(total)
-                         + "): every member must call the same collectives in the same order"};
-      }
-      if (rhead_got == sizeof(rh)) {
-        skip_empty_recv();
-        for (int k = 0; k < 4 && rstep < steps; ++k) {
-          auto [first, len] = chunk_bytes(step(i, n, rstep).recv_chunk);
-          auto want = std::min(len - roff, piece);
-          auto got = in->try_read(base + first + roff, want, reduce);
-          if (!got)
-            return failure{got.error() + who(prev)};
-          if (*got == 0)
-            break;
-          roff += *got;
-          moved = true;
-          skip_empty_recv();
-        }
-        if (rstep >= steps && rpad_got < rpad) {
-          uint8_t sink[8];
-          auto got = in->try_read(sink, rpad - rpad_got, false);
-          if (!got)
-            return failure{got.error() + who(prev)};
-          rpad_got += *got;
-          moved |= *got > 0;
+        if (*got == 0)
+          break;
+        rx.advance(*got);
+        moved = true;
+        if (!header_checked && rx.k > 0) {
+          header_checked = true;
+          if (rh.magic != lane_header{}.magic || rh.tag != tag || rh.count != total)
+            return failure{"data plane: rank " + std::to_string(prev)
+                           + " is in another collective (tag " + std::to_string(rh.tag) + ", "
+                           + std::to_string(rh.count) + " elements; this one: tag "
+                           + std::to_string(tag) + ", " + std::to_string(total)
+                           + "): every member must call the same collectives in the same order"};
         }
       }
     } else {
@@ -731,65 +731,39 @@ status communicator::ring_pass(buffer data, const std::vector<int32_t>& g, int i
         if (auto st = rflags[rflag_next]->wait(); !st)
           return st; // (run_collective closes the group's links: see there)
         ++rflag_next;
+        rx.advance(std::min(seg_bytes, rx.now().len - rx.off));
         moved = true;
-        skip_empty_recv();
-        auto len = chunk_bytes(step(i, n, rstep).recv_chunk).second;
-        roff = std::min(len, roff + seg * esz);
-        skip_empty_recv();
       }
-      skip_empty_recv();
     }
     // Send.
     if (out) {
-      if (shead_put < sizeof(sh)) {
-        auto put = out->try_write(reinterpret_cast<const uint8_t*>(&sh) + shead_put,
-                                  sizeof(sh) - shead_put);
+      for (int k = 0; k < 4 && !tx.done(); ++k) {
+        auto ready = tx_ready();
+        if (ready <= tx.off)
+          break;
+        auto put = out->try_write(tx.now().at + tx.off, std::min(ready - tx.off, piece));
         if (!put)
           return failure{put.error() + who(next)};
-        shead_put += *put;
-        moved |= *put > 0;
-      }
-      if (shead_put == sizeof(sh)) {
-        skip_empty_send();
-        for (int k = 0; k < 4 && sstep < steps; ++k) {
-          auto first = chunk_bytes(step(i, n, sstep).send_chunk).first;
-          auto ready = ready_bytes(sstep);
-          if (ready <= soff)
-            break;
-          auto put = out->try_write(base + first + soff, std::min(ready - soff, piece));
-          if (!put)
-            return failure{put.error() + who(next)};
-          if (*put == 0)
-            break;
-          soff += *put;
-          moved = true;
-          skip_empty_send();
-        }
-        if (sstep >= steps && spad_put < spad) {
-          auto put = out->try_write(zeros, spad - spad_put);
-          if (!put)
-            return failure{put.error() + who(next)};
-          spad_put += *put;
-          moved |= *put > 0;
-        }
+        if (*put == 0)
+          break;
+        tx.advance(*put);
+        moved = true;
       }
     } else {
-      skip_empty_send();
-      while (sstep < steps) {
-        auto [first, len] = chunk_bytes(step(i, n, sstep).send_chunk);
-        auto end = std::min(len, soff + seg * esz);
-        if (ready_bytes(sstep) < end)
+      while (!tx.done()) {
+        auto& p = tx.now();
+        auto end = std::min(p.len, tx.off + seg_bytes);
+        if (tx_ready() < end)
           break;
         if (auto ok = send_direct(next, tag,
-                                  data.slice((first + soff) / esz, (end - soff) / esz));
+                                  data.slice((p.at - base + tx.off) / esz, (end - tx.off) / esz));
             !ok)
           return ok;
-        soff = end;
+        tx.advance(end - tx.off);
         moved = true;
-        skip_empty_send();
       }
     }
-    if (recv_done() && send_done())
+    if (rx.done() && tx.done())
       return {};
     if (moved) {
       idle = 0;
@@ -797,7 +771,8 @@ status communicator::ring_pass(buffer data, const std::vector<int32_t>& g, int i
       continue;
     }
     if (!in && !out) {
-      // Frames both ways (tcp): only the receiving thread's next frame can move us on.
+      // Frames both ways (tcp): only the receiving thread's next frame can move us on (a
+      // pass that moves nothing waits for one).
       if (rflag_next < rflags.size())
         if (auto st = rflags[rflag_next]->wait(); !st)
           return st;
@@ -819,18 +794,17 @@ status communicator::ring_pass(buffer data, const std::vector<int32_t>& g, int i
       continue;
     }
     if (clock::now() - last_progress > opts_.timeout) {
-      auto r = !recv_done() ? prev : next;
+      auto r = !rx.done() ? prev : next;
       return failure{"data plane: rank " + std::to_string(r) + " moved nothing of a collective for "
                      + std::to_string(opts_.timeout.count())
                      + " ms: timed out (is it frozen?)"};
     }
-    bool send_has_bytes = out && !send_done()
-                          && (shead_put < sizeof(sh) || sstep >= steps || ready_bytes(sstep) > soff);
-    int in_fd = in && !recv_done() ? in->poll_fd() : -1;
-    int out_fd = send_has_bytes ? out->poll_fd() : -1;
-    bool mem_waits = (in && !recv_done() && in_fd < 0) || (send_has_bytes && out_fd < 0)
-                     || (!in && !recv_done());
-    if (!mem_waits && (in_fd >= 0 || out_fd >= 0)) {
+    bool send_waits_room = out && !tx.done() && tx_ready() > tx.off;
+    bool recv_waits = !rx.done();
+    int in_fd = in && recv_waits ? in->poll_fd() : -1;
+    int out_fd = send_waits_room ? out->poll_fd() : -1;
+    bool mem_waits = (recv_waits && in_fd < 0) || (send_waits_room && out_fd < 0);
+    if (!mem_waits) {
       pollfd fds[2];
       nfds_t k = 0;
       if (in_fd >= 0)
@@ -841,16 +815,14 @@ status communicator::ring_pass(buffer data, const std::vector<int32_t>& g, int i
       continue;
     }
     const std::chrono::microseconds nap{500};
-    if (!recv_done() && in) {
+    if (recv_waits && in) {
       if (auto st = in->wait(true, nap); !st)
         return failure{st.error() + who(prev)};
-    } else if (send_has_bytes) {
+    } else if (send_waits_room) {
       if (auto st = out->wait(false, nap); !st)
         return failure{st.error() + who(next)};
-    } else if (!recv_done() && rflag_next < rflags.size()) {
-      rflags[rflag_next]->wait_for(nap);
     } else {
-      std::this_thread::sleep_for(nap);
+      rflags[rflag_next]->wait_for(nap);
     }
   }
 }
@@ -964,7 +936,7 @@ void communicator::reduce_scatter(buffer in, buffer out, reduce_op op,
         return ok;
       if (op == reduce_op::mean)
         scale(in, mine, n);
-      if (!out.same_memory(in) || out.data() != in.slice(mine.first, 0).data())
+      if (out.bytes() > 0 && (!out.same_memory(in) || out.data() != in.slice(mine.first, 0).data()))
         std::memcpy(out.data(), in.slice(mine.first, mine.count).data(), out.bytes());
       return {};
     },
@@ -989,7 +961,7 @@ void communicator::allgather(buffer in, buffer out, std::vector<int32_t> group,
   run_collective(
     *g, [this, in, out, g = *g, i, mine](uint32_t tag) mutable -> status {
       auto dst = out.slice(mine.first, mine.count);
-      if (dst.data() != in.data())
+      if (in.bytes() > 0 && dst.data() != in.data()) // (an empty chunk may have no memory)
         std::memcpy(dst.data(), in.data(), in.bytes());
       return ring_pass(out, g, i, tag, false);
     },

@@ -189,10 +189,10 @@ struct ring_control {
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "the ring needs lock-free atomics");
 constexpr uint64_t control_bytes = 4096;
 
-void futex_wait(std::atomic<uint32_t>* word, uint32_t seen, milliseconds wait) {
+void futex_wait(std::atomic<uint32_t>* word, uint32_t seen, std::chrono::microseconds wait) {
   timespec ts{};
-  ts.tv_sec = static_cast<time_t>(wait.count() / 1000);
-  ts.tv_nsec = static_cast<long>((wait.count() % 1000) * 1000000);
+  ts.tv_sec = static_cast<time_t>(wait.count() / 1000000);
+  ts.tv_nsec = static_cast<long>((wait.count() % 1000000) * 1000);
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
 }
 
@@ -297,12 +297,8 @@ public:
     auto head = r.c->head.load(std::memory_order_seq_cst);
     auto tail = r.c->tail.load(std::memory_order_seq_cst);
     bool ready = for_data ? head != tail : head - tail < r.cap;
-    if (!ready && !closed()) {
-      timespec ts{};
-      ts.tv_sec = static_cast<time_t>(wait.count() / 1000000);
-      ts.tv_nsec = static_cast<long>((wait.count() % 1000000) * 1000);
-      ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&seq), FUTEX_WAIT, seen, &ts, nullptr, 0);
-    }
+    if (!ready && !closed())
+      futex_wait(&seq, seen, wait);
     waiters.fetch_sub(1, std::memory_order_seq_cst);
     if (closed())
       return failure{closed_text};
@@ -574,39 +570,42 @@ std::array<ring, 4> lay_out(uint8_t* base, layout l, bool init) {
   return rs;
 }
 
-status send_fd(int sock, int fd) {
+/// One byte with room for one descriptor (SCM_RIGHTS) beside it: what the shm transport's
+/// listener sends and its dialer receives.
+struct fd_message {
   char byte = 1;
   iovec iov{&byte, 1};
   alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = ctl;
-  msg.msg_controllen = sizeof(ctl);
-  auto* cm = CMSG_FIRSTHDR(&msg);
+  fd_message() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl;
+    msg.msg_controllen = sizeof(ctl);
+  }
+  fd_message(const fd_message&) = delete;
+  fd_message& operator=(const fd_message&) = delete;
+};
+
+status send_fd(int sock, int fd) {
+  fd_message m;
+  auto* cm = CMSG_FIRSTHDR(&m.msg);
   cm->cmsg_level = SOL_SOCKET;
   cm->cmsg_type = SCM_RIGHTS;
   cm->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-  if (::sendmsg(sock, &msg, MSG_NOSIGNAL) != 1)
+  if (::sendmsg(sock, &m.msg, MSG_NOSIGNAL) != 1)
     return failure{"data plane: handing over the shared segment: " + errno_text()};
   return {};
 }
 
 expected<int> recv_fd(int sock) {
-  char byte = 0;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = ctl;
-  msg.msg_controllen = sizeof(ctl);
-  auto r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  fd_message m;
+  auto r = ::recvmsg(sock, &m.msg, MSG_CMSG_CLOEXEC);
   if (r != 1)
     return failure{std::string("data plane: receiving the shared segment: ")
                    + (r == 0 ? "the peer closed the connection" : errno_text())};
-  auto* cm = CMSG_FIRSTHDR(&msg);
+  auto* cm = CMSG_FIRSTHDR(&m.msg);
   if (!cm || cm->cmsg_type != SCM_RIGHTS)
     return failure{"data plane: the peer sent no shared segment"};
   int fd = -1;

@@ -153,6 +153,37 @@ class Cluster:
                                 pass
 
 
+def points(c, job, key):
+    """The series of metric `key` of `job` (monkey show --metric KEY --json)."""
+    return json.loads(c.monkey("show", job, "--metric", key, "--json").stdout)["series"]
+
+
+def nodes_up(c, n, *args):
+    """Nodes n1..nN of 2 cpus (n2.. join n1), started with `args`; waits until all are members."""
+    c.start("n1", "--cpus", "2", *args)
+    for i in range(2, n + 1):
+        c.start(f"n{i}", "--cpus", "2", "--join", c.nodes["n1"]["address"], *args)
+    wait_until(lambda: len(json.loads(c.monkey("nodes", "--json").stdout)) == n, 20,
+               f"{n} members")
+
+
+def node_ids(c):
+    """harness name -> node id"""
+    by_addr = {m["address"]: m["node"] for m in json.loads(c.monkey("nodes", "--json").stdout)}
+    return {name: by_addr[n["address"]] for name, n in c.nodes.items() if n["address"] in by_addr}
+
+
+def kill9_a_part_host(c, show):
+    """kill -9 of a node that hosts part of the gang's latest attempt (`show`: the job's
+    record) and is not its owner; the client talks to a survivor from then on. The victim."""
+    ids = node_ids(c)
+    parts = [h.rsplit(":", 1)[0] for h in show["attempts"][-1]["hosts"]]
+    victim = next(n for n, nid in ids.items() if nid in parts and nid != show["owner"])
+    c.env["MONKEY_ADDRESS"] = c.nodes[next(n for n in ids if n != victim)]["address"]
+    c.kill9(victim)
+    return victim
+
+
 def refused_joiner(c, name, args, env=None, timeout=30):
     """Starts a runtime that tries to join with `args` and must be refused: waits until its
     log reports "cannot join through", stops it, and returns (pid, log text)."""

@@ -5,28 +5,13 @@ before they count, and a new attempt resumes at the newest complete checkpoint o
 live node. Real nodes, real app hosts, real kill -9."""
 import json
 import os
-import time
 
-from harness import check, run, wait_until
+from harness import check, kill9_a_part_host, node_ids, nodes_up, points, run, wait_until
 
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ckpt_job.py")
 
 
-def points(c, job, key):
-    return json.loads(c.monkey("show", job, "--metric", key, "--json").stdout)["series"]
 
-
-def nodes_up(c, n, *args):
-    c.start("n1", "--cpus", "2", *args)
-    for i in range(2, n + 1):
-        c.start(f"n{i}", "--cpus", "2", "--join", c.nodes["n1"]["address"], *args)
-    wait_until(lambda: len(json.loads(c.monkey("nodes", "--json").stdout)) == n, 20,
-               f"{n} members")
-
-
-def node_ids(c):
-    by_addr = {m["address"]: m["node"] for m in json.loads(c.monkey("nodes", "--json").stdout)}
-    return {name: by_addr[n["address"]] for name, n in c.nodes.items() if n["address"] in by_addr}
 
 
 def runtime_log(c, name):
@@ -45,11 +30,7 @@ def app_gang_resumes_after_kill9(c):
                             and any(p["step"] >= 12 for p in points(c, job, "pi"))
                             else None)(c.show(job)), 60, "the gang to pass step 12")
     first = s["attempts"][-1]["number"]
-    ids = node_ids(c)
-    parts = [h.rsplit(":", 1)[0] for h in s["attempts"][-1]["hosts"]]
-    victim = next(n for n, nid in ids.items() if nid in parts and nid != s["owner"])
-    c.env["MONKEY_ADDRESS"] = c.nodes[next(n for n in ids if n != victim)]["address"]
-    c.kill9(victim)
+    kill9_a_part_host(c, s)
     s = c.wait_final(job, 180)
     check(s["state"] == "succeeded" and len(s["attempts"]) >= 2,
           f"the gang finished in a new attempt after losing a node: {s}")

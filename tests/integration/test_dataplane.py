@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import BIN, check, run, wait_until
+from harness import BIN, check, kill9_a_part_host, nodes_up, points, run, wait_until
 
 DP = os.path.join(BIN, "dp_ranks")
 
@@ -162,21 +162,7 @@ def tls_links(c):
           f"a side says the handshake failed: {outs}")
 
 
-def points(c, job, key):
-    return json.loads(c.monkey("show", job, "--metric", key, "--json").stdout)["series"]
 
-
-def nodes_up(c, n):
-    c.start("n1", "--cpus", "2")
-    for i in range(2, n + 1):
-        c.start(f"n{i}", "--cpus", "2", "--join", c.nodes["n1"]["address"])
-    wait_until(lambda: len(json.loads(c.monkey("nodes", "--json").stdout)) == n, 20,
-               f"{n} members")
-
-
-def node_ids(c):
-    by_addr = {m["address"]: m["node"] for m in json.loads(c.monkey("nodes", "--json").stdout)}
-    return {name: by_addr[n["address"]] for name, n in c.nodes.items() if n["address"] in by_addr}
 
 
 def rank_logs(c, job, world=4):
@@ -235,11 +221,7 @@ def app_allreduce_resumes_after_kill9(c):
     s = wait_until(lambda: (lambda s: s if s["state"] == "running"
                             and any(p["step"] >= 14 for p in points(c, job, "mismatches"))
                             else None)(c.show(job)), 90, "the gang to pass step 14")
-    ids = node_ids(c)
-    parts = [h.rsplit(":", 1)[0] for h in s["attempts"][-1]["hosts"]]
-    victim = next(n for n, nid in ids.items() if nid in parts and nid != s["owner"])
-    c.env["MONKEY_ADDRESS"] = c.nodes[next(n for n in ids if n != victim)]["address"]
-    c.kill9(victim)
+    kill9_a_part_host(c, s)
     s = c.wait_final(job, 180)
     check(s["state"] == "succeeded" and len(s["attempts"]) >= 2,
           f"the gang finished in a new attempt after losing a node: {s}")

@@ -7,13 +7,9 @@ import os
 import subprocess
 import time
 
-from harness import check, run, wait_until
+from harness import check, node_ids, points, run, wait_until
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gang_check.py")
-
-
-def metric_points(c, job, key):
-    return json.loads(c.monkey("show", job, "--metric", key, "--json").stdout)["series"]
 
 
 def hosts_running(pattern="monkey-app-hello --host"):
@@ -27,11 +23,6 @@ def two_nodes(c, cpus="2"):
     wait_until(lambda: len(json.loads(c.monkey("nodes", "--json").stdout)) == 2, 20,
                "two members")
 
-
-def node_ids(c):
-    """harness name -> node id"""
-    by_addr = {m["address"]: m["node"] for m in json.loads(c.monkey("nodes", "--json").stdout)}
-    return {name: by_addr[n["address"]] for name, n in c.nodes.items() if n["address"] in by_addr}
 
 
 def app_gang_over_two_nodes(c):
@@ -47,10 +38,10 @@ def app_gang_over_two_nodes(c):
     check(len(hosts) == 2 and {h.rsplit(":", 1)[1] for h in hosts} == {"0-1", "2-3"},
           f"two parts of two ranks: {hosts}")
     check(s["owner"] == s["attempts"][-1]["node"], f"one owner: {s['owner']}")
-    inside = metric_points(c, job, "inside")
+    inside = points(c, job, "inside")
     check(sorted({p["rank"] for p in inside}) == [0, 1, 2, 3] and len(inside) == 24,
           f"every rank reports each step, from both nodes: {inside}")
-    pi = metric_points(c, job, "pi")
+    pi = points(c, job, "pi")
     check(len(pi) == 6 and all(abs(p["value"] - 3.14159) < 0.1 for p in pi),
           f"rank 0 got every rank's counts each step: {pi}")
     text = c.monkey("show", job).stdout
@@ -78,7 +69,7 @@ def command_gang_over_two_nodes(c):
     s = c.wait_final(job, 90)
     check(s["state"] == "succeeded" and len(s["attempts"]) == 1,
           f"the gang succeeded in one attempt, its parts ending apart: {s}")
-    met = metric_points(c, job, "met")
+    met = points(c, job, "met")
     check(sorted(p["rank"] for p in met) == [0, 1, 2, 3] and all(p["value"] == 4 for p in met),
           f"every rank met the others: {met}")
     out = c.monkey("logs", job).stdout
@@ -124,7 +115,7 @@ def cancel_stops_every_part(c):
     job = c.submit("--app", "hello", "--workers", "4", "--set", "steps=100000", "--set",
                    "step_ms=100")
     wait_until(lambda: hosts_running() == 2, 30, "both hosts to run")
-    wait_until(lambda: metric_points(c, job, "pi"), 30, "the gang to assemble and step")
+    wait_until(lambda: points(c, job, "pi"), 30, "the gang to assemble and step")
     c.monkey("cancel", job)
     s = c.wait_final(job, 60)
     check(s["state"] == "cancelled", f"cancelled: {s}")
@@ -142,7 +133,7 @@ def executor_killed_gang_restarts(c):
                "three members")
     job = c.submit("--app", "hello", "--workers", "4", "--set", "steps=40", "--set",
                    "step_ms=150", "--max-requeues", "3")
-    s = wait_until(lambda: (lambda s: s if s["state"] == "running" and metric_points(c, job, "pi")
+    s = wait_until(lambda: (lambda s: s if s["state"] == "running" and points(c, job, "pi")
                             else None)(c.show(job)), 40, "the gang to run")
     ids = node_ids(c)
     owner = s["owner"]

@@ -31,7 +31,8 @@ def answers(c):
     if r.returncode == 0 and "this node:" in r.stdout:
         return True
     check(r.returncode != 0 and ("timed out" in r.stderr or "did not answer" in r.stderr
-                                 or "unreachable" in r.stderr),
+                                 or "unreachable" in r.stderr
+                                 or "did not complete the connection in time" in r.stderr),
           f"a failed try names its deadline: rc {r.returncode}, {r.stderr!r}")
     print(f"first try failed by its deadline ({r.stderr.strip()}); trying once more", flush=True)
     r = answers_once(c)

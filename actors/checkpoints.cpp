@@ -15,6 +15,7 @@
 #include "actors/messages.hpp"
 #include "runtime/checkpoint/store.hpp"
 #include "runtime/checkpoint/transfer.hpp"
+#include "runtime/dataplane/tls_channel.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/wire/atoms.hpp"
@@ -34,6 +35,7 @@ struct checkpoints_state {
   checkpoints_config cfg;
   std::shared_ptr<ckpt::store> store;
   std::shared_ptr<ckpt::blob_server> server;
+  ckpt::tls_ptr tls; ///< on a --tls cluster
   std::string endpoint;
   caf::actor membership;
   cluster_view view{""};
@@ -171,10 +173,11 @@ void on_save(checkpoints_actor* self, caf::response_promise rp, ckpt_save_args a
 
 void on_push(checkpoints_actor* self, caf::response_promise rp, ckpt_push_request req) {
   auto store = self->state.store;
+  auto tls = self->state.tls;
   offload<expected<ckpt::manifest>>(
     self,
-    [store, req]() -> expected<ckpt::manifest> {
-      auto got = ckpt::pull(*store, req.endpoint, req.ticket, req.piece);
+    [store, tls, req]() -> expected<ckpt::manifest> {
+      auto got = ckpt::pull(*store, req.endpoint, req.ticket, req.piece, tls);
       if (got)
         store->prune(req.piece.job);
       return got;
@@ -235,7 +238,8 @@ std::string piece_key(const ckpt::manifest& m) {
 }
 
 /// Fetches the plan's pieces that are not here and copies every piece into `dest`.
-expected<uint64_t> carry_out(ckpt::store& store, const restore_work& work, const std::string& dest) {
+expected<uint64_t> carry_out(ckpt::store& store, const ckpt::tls_ptr& tls, const restore_work& work,
+                             const std::string& dest) {
   uint64_t bytes = 0;
   for (auto& piece : work.plan.pieces) {
     if (!store.has(piece)) {
@@ -244,7 +248,7 @@ expected<uint64_t> carry_out(ckpt::store& store, const restore_work& work, const
       auto it = work.sources.find(piece_key(piece));
       if (it != work.sources.end())
         for (auto& [endpoint, ticket] : it->second) {
-          auto got = ckpt::pull(store, endpoint, ticket, piece);
+          auto got = ckpt::pull(store, endpoint, ticket, piece, tls);
           if (got) {
             ok = true;
             break;
@@ -289,7 +293,7 @@ void restore_job(checkpoints_actor* self, caf::response_promise rp, ckpt_restore
     auto store = st.store;
     auto dest = args.dest;
     offload<expected<uint64_t>>(
-      self, [store, work, dest] { return carry_out(*store, work, dest); },
+      self, [store, tls = st.tls, work, dest] { return carry_out(*store, tls, work, dest); },
       [=](expected<uint64_t>& bytes) mutable {
         auto& st = self->state;
         if (!bytes) {
@@ -377,14 +381,20 @@ caf::behavior checkpoints_impl(checkpoints_actor* self, checkpoints_config cfg) 
   st.log = logger("checkpoints");
   st.view = cluster_view{st.cfg.node};
   st.store = std::make_shared<ckpt::store>(st.cfg.root, st.cfg.max_bytes, st.cfg.keep_steps);
-  st.server = std::make_shared<ckpt::blob_server>(*st.store);
+  if (st.cfg.tls.enabled()) {
+    if (auto ctx = dp::make_tls_context(st.cfg.tls))
+      st.tls = *ctx;
+    else
+      st.log->error("{}: checkpoints cannot be replicated from or to this node", ctx.error());
+  }
+  st.server = std::make_shared<ckpt::blob_server>(*st.store, st.tls);
   auto host = st.cfg.listen_host.empty() ? std::string("0.0.0.0") : st.cfg.listen_host;
   if (auto ep = st.server->start(host)) {
     auto port = ep->substr(ep->rfind(':') + 1);
     auto shown = !st.cfg.advertise_host.empty() ? st.cfg.advertise_host : ep->substr(0, ep->rfind(':'));
     st.endpoint = shown + ":" + port;
-    st.log->info("checkpoint store {} (pieces up to {} MB); blob server at {}", st.cfg.root,
-                 st.cfg.max_bytes >> 20, st.endpoint);
+    st.log->info("checkpoint store {} (pieces up to {} MB); blob server at {} ({})", st.cfg.root,
+                 st.cfg.max_bytes >> 20, st.endpoint, st.tls ? "tls" : "keyed tcp");
   } else {
     st.log->error("{}: checkpoints cannot be replicated from this node", ep.error());
   }

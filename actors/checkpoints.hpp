@@ -3,8 +3,8 @@
 // The checkpoints actor of a node (docs/checkpoints.md): the node's checkpoint store and
 // its blob server. A piece saved here (an app host's ranks at a step, or a command job's
 // checkpoint directory) is committed to the store, then pushed to every alive holder of the
-// job: each holder fetches it from this node's blob server over a plain socket (ticket
-// handed over through CAF) and stores it durably before it answers; the save is answered
+// job: each holder fetches it from this node's blob server over a data plane link (ticket
+// handed over through CAF; TLS on a --tls cluster) and stores it durably before it answers; the save is answered
 // only then. A new attempt restores the newest complete checkpoint found on any alive
 // member (or, for a job started `--checkpoint-from` another, that job's).
 // Registered as "checkpoints"; the gateway passes it peer_ckpt_push and peer_ckpt_list.
@@ -24,6 +24,7 @@
 #include <caf/fwd.hpp>
 
 #include "runtime/ids.hpp"
+#include "runtime/net/certs.hpp"
 
 namespace monkey {
 
@@ -42,6 +43,7 @@ struct checkpoints_config {
   int keep_steps = 2;         ///< complete steps kept per job
   std::string listen_host;    ///< where the blob server listens (the node's --listen host)
   std::string advertise_host; ///< what other nodes dial ("" : the listen host)
+  tls_files tls;              ///< a --tls cluster's node certificate: transfers are TLS
 };
 
 /// A piece to save: the plain files of `src` (moved when `move`, else copied).

@@ -22,6 +22,8 @@
 
 #include "runtime/checkpoint/store.hpp"
 #include "runtime/checkpoint/transfer.hpp"
+#include "runtime/dataplane/tls_channel.hpp"
+#include "runtime/net/certs.hpp"
 
 using namespace monkey;
 namespace fs = std::filesystem;
@@ -83,8 +85,20 @@ int main(int argc, char** argv) {
   ckpt::store b(root + "/b", 64ull << 30, 1);
   ckpt::blob_server server(a);
   auto ep = server.start("127.0.0.1");
-  if (!ep) {
-    std::fprintf(stderr, "%s\n", ep.error().c_str());
+  // The same transfer on a --tls cluster: certificates of a CA made for the run.
+  if (!make_certs({root + "/certs", {"node"}, 1, false})) {
+    std::fprintf(stderr, "cannot make certificates\n");
+    return 1;
+  }
+  auto tls = dp::make_tls_context(tls_files_in(root + "/certs", "node"));
+  if (!tls) {
+    std::fprintf(stderr, "%s\n", tls.error().c_str());
+    return 1;
+  }
+  ckpt::blob_server tls_server(a, *tls);
+  auto tls_ep = tls_server.start("127.0.0.1");
+  if (!ep || !tls_ep) {
+    std::fprintf(stderr, "%s\n", (!ep ? ep.error() : tls_ep.error()).c_str());
     return 1;
   }
   std::string json = "[";
@@ -92,7 +106,7 @@ int main(int argc, char** argv) {
   for (auto mb : sizes) {
     auto src = root + "/src/rank-0";
     make_file(src, mb);
-    std::vector<double> copy, save, repl;
+    std::vector<double> copy, save, repl, repl_tls;
     for (int r = 0; r < rounds; ++r) {
       copy.push_back(plain_copy(src, root + "/copy.bin"));
       fs::remove(root + "/copy.bin");
@@ -115,6 +129,14 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "replicate: %s\n", got.error().c_str());
         return 1;
       }
+      b.forget(m.job);
+      t = clock_type::now();
+      got = ckpt::pull(b, *tls_ep, tls_server.grant(*piece), *piece, *tls);
+      repl_tls.push_back(seconds_since(t));
+      if (!got) {
+        std::fprintf(stderr, "replicate over TLS: %s\n", got.error().c_str());
+        return 1;
+      }
       a.prune(m.job);
       b.prune(m.job);
       // The copy again after the checkpoint's writes: the faster of the two counts (the
@@ -122,22 +144,25 @@ int main(int argc, char** argv) {
       copy.back() = std::min(copy.back(), plain_copy(src, root + "/copy.bin"));
       fs::remove(root + "/copy.bin");
     }
-    double c = median(copy), s = median(save), p = median(repl);
+    double c = median(copy), s = median(save), p = median(repl), pt = median(repl_tls);
     auto mbps = [&](double secs) { return static_cast<double>(mb) / secs; };
     std::printf("%5zu MB: copy %7.1f MB/s | save %7.1f MB/s (%.2fx copy) | replicate %7.1f MB/s "
-                "(%.2fx copy) | save+replicate %7.1f MB/s (%.2fx copy)\n",
+                "(%.2fx copy) | save+replicate %7.1f MB/s (%.2fx copy) | replicate over TLS "
+                "%7.1f MB/s (%.2fx plain)\n",
                 mb, mbps(c), mbps(s), mbps(s) / mbps(c), mbps(p), mbps(p) / mbps(c),
-                mbps(s + p), mbps(s + p) / mbps(c));
+                mbps(s + p), mbps(s + p) / mbps(c), mbps(pt), mbps(pt) / mbps(p));
     char buf[512];
     std::snprintf(buf, sizeof(buf),
                   "%s{\"mb\": %zu, \"copy_mbps\": %.1f, \"save_mbps\": %.1f, "
-                  "\"replicate_mbps\": %.1f, \"total_mbps\": %.1f}",
-                  json.size() > 1 ? ", " : "", mb, mbps(c), mbps(s), mbps(p), mbps(s + p));
+                  "\"replicate_mbps\": %.1f, \"total_mbps\": %.1f, \"replicate_tls_mbps\": %.1f}",
+                  json.size() > 1 ? ", " : "", mb, mbps(c), mbps(s), mbps(p), mbps(s + p),
+                  mbps(pt));
     json += buf;
     fs::remove(src);
   }
   std::printf("%s]\n", json.c_str());
   server.stop();
+  tls_server.stop();
   fs::remove_all(root);
   return 0;
 }

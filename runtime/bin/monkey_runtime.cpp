@@ -565,6 +565,7 @@ int main(int argc, char** argv) {
   setup.checkpoints.max_bytes = opt.checkpoint_max_mb << 20;
   setup.checkpoints.keep_steps = opt.checkpoint_keep;
   setup.checkpoints.listen_host = checked->host;
+  setup.checkpoints.tls = net.tls;
   if (!opt.advertise.empty())
     setup.checkpoints.advertise_host = opt.advertise.substr(0, opt.advertise.rfind(':'));
   auto node = start_node(sys, setup);

@@ -6,9 +6,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <unistd.h>
 
 #include "runtime/checkpoint/transfer.hpp"
+#include "runtime/dataplane/tls_channel.hpp"
+#include "runtime/net/certs.hpp"
 
 namespace fs = std::filesystem;
 using namespace monkey;
@@ -226,9 +229,36 @@ TEST_CASE("pieces move between stores over a socket with a ticket",
     CHECK(server.served() == 1);
   }
   SECTION("a wrong ticket is refused and leaves nothing") {
-    auto got = pull(b, *ep, "0123456789abcdef0123456789abcdef", *m);
+    auto good = server.grant(*m);
+    auto id = good.substr(0, good.find('.'));
+    // A real id with another secret: the proof fails, the secret never crossed the wire.
+    auto got = pull(b, *ep, id + ".0123456789abcdef0123456789abcdef", *m);
     REQUIRE_FALSE(got);
-    CHECK(got.error().find("unknown or expired ticket") != std::string::npos);
+    CHECK_THAT(got.error(), Catch::Contains("does not know the ticket's secret"));
+    // An id never granted.
+    auto other = (id == "00000001" ? std::string("00000002") : std::string("00000001"));
+    got = pull(b, *ep, other + "." + good.substr(good.find('.') + 1), *m);
+    REQUIRE_FALSE(got);
+    CHECK_THAT(got.error(), Catch::Contains("unknown or expired ticket"));
+    got = pull(b, *ep, "0123456789abcdef0123456789abcdef", *m);
+    REQUIRE_FALSE(got);
+    CHECK_THAT(got.error(), Catch::Contains("malformed ticket"));
+    CHECK(b.list(job).empty());
+    CHECK(server.served() == 0);
+  }
+  SECTION("an expired ticket is refused") {
+    auto t = server.grant(*m, std::chrono::seconds(0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    auto got = pull(b, *ep, t, *m);
+    REQUIRE_FALSE(got);
+    CHECK_THAT(got.error(), Catch::Contains("unknown or expired ticket"));
+  }
+  SECTION("a file removed at the source is refused with its name") {
+    auto t = server.grant(*m);
+    fs::remove(a.dir_of(*m) + "/rank-1");
+    auto got = pull(b, *ep, t, *m);
+    REQUIRE_FALSE(got);
+    CHECK_THAT(got.error(), Catch::Contains("rank-1 is missing or changed"));
     CHECK(b.list(job).empty());
   }
   SECTION("a file corrupted at the source is detected") {
@@ -245,7 +275,7 @@ TEST_CASE("pieces move between stores over a socket with a ticket",
   }
   SECTION("a missing server is an error naming the endpoint") {
     server.stop();
-    auto got = pull(b, *ep, server.grant(*m), *m, std::chrono::milliseconds(500));
+    auto got = pull(b, *ep, server.grant(*m), *m, nullptr, std::chrono::milliseconds(500));
     REQUIRE_FALSE(got);
     CHECK(got.error().find(*ep) != std::string::npos);
   }
@@ -259,5 +289,49 @@ TEST_CASE("pieces move between stores over a socket with a ticket",
     auto bad = copy_out(a, *m, t.path + "/restore2");
     REQUIRE_FALSE(bad);
     CHECK(bad.error().find("corrupt") != std::string::npos);
+  }
+}
+
+TEST_CASE("pieces move over TLS on a --tls cluster", "[runtime][checkpoint][transfer]") {
+  temp_dir t;
+  auto certs = [&](const std::string& dir) {
+    REQUIRE(make_certs({dir, {"node"}, 30, false}));
+    auto ctx = dp::make_tls_context(tls_files_in(dir, "node"));
+    REQUIRE(ctx);
+    return *ctx;
+  };
+  auto tls = certs(t.path + "/certs");
+  auto foreign = certs(t.path + "/other-ca");
+  store a(t.path + "/a", 64 << 20);
+  store b(t.path + "/b", 64 << 20);
+  fs::create_directories(t.path + "/src");
+  std::string big(9 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i)
+    big[i] = static_cast<char>(i * 2654435761u >> 11);
+  write(t.path + "/src/rank-0", big);
+  auto m = a.commit_dir(piece(7, 3, 1), t.path + "/src", false);
+  REQUIRE(m);
+  blob_server server(a, tls);
+  auto ep = server.start("127.0.0.1");
+  REQUIRE(ep);
+
+  SECTION("a node with the cluster's certificate fetches the piece whole") {
+    REQUIRE(pull(b, *ep, server.grant(*m), *m, tls));
+    CHECK(read(b.dir_of(*m) + "/rank-0") == big);
+    CHECK(server.served() == 1);
+  }
+  SECTION("a certificate of another CA fails the handshake and leaves nothing") {
+    auto got = pull(b, *ep, server.grant(*m), *m, foreign, std::chrono::milliseconds(3000));
+    REQUIRE_FALSE(got);
+    CHECK_THAT(got.error(), Catch::Contains("TLS handshake failed"));
+    CHECK(b.list(job).empty());
+  }
+  SECTION("a plain server answers a TLS client with an error, not a hang") {
+    blob_server plain(a);
+    auto pep = plain.start("127.0.0.1");
+    REQUIRE(pep);
+    auto got = pull(b, *pep, plain.grant(*m), *m, tls, std::chrono::milliseconds(3000));
+    REQUIRE_FALSE(got);
+    CHECK_THAT(got.error(), Catch::Contains("TLS handshake failed"));
   }
 }

@@ -1,204 +1,130 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/checkpoint/transfer.hpp"
 
-#include <arpa/inet.h>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fcntl.h>
 #include <memory>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <random>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "runtime/dataplane/tcp_link.hpp"
+#include "runtime/dataplane/tls_channel.hpp"
+#include "runtime/dataplane/transport.hpp"
 
 namespace monkey::ckpt {
 
 namespace {
 
-constexpr const char* greeting = "MKCK1 ";
 constexpr int max_connections = 16;
-constexpr size_t chunk = 1 << 20;
+constexpr uint64_t chunk = 4 << 20;
+constexpr size_t secret_digits = 32;
 
 std::string errno_text() {
   return std::strerror(errno);
 }
 
-void set_timeouts(int fd, std::chrono::milliseconds t) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(t.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
-
-bool send_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    auto w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-/// Reads one line (without '\n'), at most `max` bytes; false on error or end.
-bool read_line(int fd, std::string& line, size_t max) {
-  line.clear();
-  char c;
-  while (line.size() <= max) {
-    auto n = ::recv(fd, &c, 1, 0);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    if (c == '\n')
-      return true;
-    line.push_back(c);
-  }
-  return false;
-}
-
-std::string random_ticket() {
+std::string random_hex(size_t digits) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   std::random_device rd;
-  char buf[33];
-  std::snprintf(buf, sizeof(buf), "%016llx%016llx",
-                static_cast<unsigned long long>(rng() ^ rd()),
-                static_cast<unsigned long long>(rng() ^ (static_cast<uint64_t>(rd()) << 32)));
-  return buf;
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  while (out.size() < digits) {
+    auto v = rng() ^ (static_cast<uint64_t>(rd()) << 32) ^ rd();
+    for (int i = 0; i < 16 && out.size() < digits; ++i, v >>= 4)
+      out.push_back(hex[v & 15]);
+  }
+  return out;
 }
 
-bool split_endpoint(const std::string& ep, std::string& host, std::string& port) {
-  auto colon = ep.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == ep.size())
+/// "<id>.<secret>" → id and secret; false when malformed.
+bool parse_ticket(const std::string& t, uint32_t& id, std::string& secret) {
+  auto dot = t.find('.');
+  if (dot == std::string::npos || dot == 0 || dot > 8 || t.size() - dot - 1 != secret_digits)
     return false;
-  host = ep.substr(0, colon);
-  port = ep.substr(colon + 1);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
+  for (size_t i = 0; i < t.size(); ++i)
+    if (i != dot && !std::isxdigit(static_cast<unsigned char>(t[i])))
+      return false;
+  id = static_cast<uint32_t>(std::stoul(t.substr(0, dot), nullptr, 16));
+  secret = t.substr(dot + 1);
   return true;
 }
 
-expected<int> dial(const std::string& endpoint, std::chrono::milliseconds timeout) {
-  std::string host, port;
-  if (!split_endpoint(endpoint, host, port))
-    return failure{"'" + endpoint + "' is not host:port"};
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
-    return failure{"cannot resolve " + endpoint + ": " + ::gai_strerror(rc)};
-  std::string why = "no address";
-  for (auto* ai = res; ai; ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-      continue;
-    int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
-    if (rc != 0 && errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      rc = ::poll(&p, 1, static_cast<int>(timeout.count())) == 1 ? 0 : -1;
-      int err = 0;
-      socklen_t len = sizeof(err);
-      if (rc == 0 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) {
-        errno = err;
-        rc = -1;
-      } else if (rc != 0) {
-        errno = ETIMEDOUT;
-      }
-    }
-    if (rc == 0) {
-      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-      int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      set_timeouts(fd, timeout);
-      ::freeaddrinfo(res);
-      return fd;
-    }
-    why = errno_text();
-    ::close(fd);
-  }
-  ::freeaddrinfo(res);
-  return failure{"cannot connect to the blob server at " + endpoint + ": " + why};
+/// The channel over a keyed link: TLS-wrapped when `tls` is set.
+expected<std::unique_ptr<dp::channel>> wrap(dp::tcp_link link, const tls_ptr& tls, bool server,
+                                            std::chrono::milliseconds timeout) {
+  if (tls)
+    return dp::make_tls_channel(std::move(link), tls, server, timeout);
+  return dp::make_tcp_channel(std::move(link));
 }
 
+void send_error(dp::channel& ch, const std::string& why) {
+  ch.send(dp::make_header(dp::dtype::u8, 0, error_tag, why.size()), why.data());
+}
 
 } // namespace
 
-blob_server::blob_server(store& s) : store_(s) {}
+blob_server::blob_server(store& s, tls_ptr tls) : store_(s), tls_(std::move(tls)) {
+  std::random_device rd;
+  next_id_ = rd() & 0x0fffffffu;
+}
 
 blob_server::~blob_server() {
   stop();
 }
 
 expected<std::string> blob_server::start(const std::string& host) {
-  std::string bind_host = host.empty() ? "0.0.0.0" : host;
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  if (int rc = ::getaddrinfo(bind_host.c_str(), "0", &hints, &res); rc != 0)
-    return failure{"blob server: cannot resolve " + bind_host + ": " + ::gai_strerror(rc)};
-  int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (fd < 0 || ::bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, 64) != 0) {
-    auto why = errno_text();
-    if (fd >= 0)
-      ::close(fd);
-    ::freeaddrinfo(res);
-    return failure{"blob server: cannot listen on " + bind_host + ": " + why};
-  }
-  ::freeaddrinfo(res);
-  sockaddr_storage ss{};
-  socklen_t len = sizeof(ss);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-  uint16_t port = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                                           : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  listen_fd_ = fd;
-  auto shown = bind_host == "0.0.0.0" ? std::string("127.0.0.1") : bind_host;
-  if (shown.find(':') != std::string::npos)
-    shown = "[" + shown + "]";
-  endpoint_ = shown + ":" + std::to_string(port);
+  auto bind_host = host.empty() ? std::string("0.0.0.0") : host;
+  auto l = dp::tcp_listener::listen(bind_host);
+  if (!l)
+    return failure{"blob server: " + l.error()};
+  listener_ = std::move(*l);
+  endpoint_ = listener_.endpoint();
   acceptor_ = std::thread([this] { accept_loop(); });
   return endpoint_;
 }
 
 std::string blob_server::grant(const manifest& m, std::chrono::seconds ttl) {
-  auto t = random_ticket();
+  auto secret = random_hex(secret_digits);
   auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> guard{mtx_};
   for (auto it = tickets_.begin(); it != tickets_.end();)
     it = it->second.until < now ? tickets_.erase(it) : std::next(it);
-  tickets_[t] = ticket{m, now + ttl};
-  return t;
+  auto id = next_id_++ & 0x0fffffffu; // clear of the data plane's lane bit
+  tickets_[id] = ticket{secret, m, now + ttl};
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08x", id);
+  return std::string(buf) + "." + secret;
+}
+
+expected<std::string> blob_server::secret_of(uint32_t id, manifest& piece) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto it = tickets_.find(id);
+  if (it == tickets_.end() || it->second.until < std::chrono::steady_clock::now())
+    return failure{"unknown or expired ticket"};
+  piece = it->second.piece;
+  return it->second.secret;
 }
 
 void blob_server::stop() {
   if (stopping_.exchange(true))
     return;
-  if (listen_fd_ >= 0)
-    ::shutdown(listen_fd_, SHUT_RDWR);
+  if (listener_.fd() >= 0)
+    ::shutdown(listener_.fd(), SHUT_RDWR);
   if (acceptor_.joinable())
     acceptor_.join();
-  if (listen_fd_ >= 0)
-    ::close(listen_fd_);
-  listen_fd_ = -1;
+  listener_ = dp::tcp_listener{};
   for (int i = 0; i < 3000 && active_ > 0; ++i) // transfers time out by themselves
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 void blob_server::accept_loop() {
   while (!stopping_) {
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED)
         continue;
@@ -208,38 +134,34 @@ void blob_server::accept_loop() {
       continue;
     }
     if (active_ >= max_connections) {
+      // A challenge the dialer answers in vain, then the refusal it reads as the verdict.
       static const char busy[] = "ERR busy: too many transfers at once; try again\n";
-      send_all(fd, busy, sizeof(busy) - 1);
+      std::string out(32, '\0');
+      out += busy;
+      ::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       ::close(fd);
       continue;
     }
     ++active_;
     std::thread([this, fd] {
       serve(fd);
-      ::close(fd);
       --active_;
     }).detach();
   }
 }
 
 void blob_server::serve(int fd) {
-  set_timeouts(fd, std::chrono::seconds(30));
-  std::string line;
-  auto refuse = [&](const std::string& why) {
-    auto msg = "ERR " + why + "\n";
-    send_all(fd, msg.data(), msg.size());
-  };
-  if (!read_line(fd, line, 128) || line.rfind(greeting, 0) != 0)
-    return refuse("bad request (expected 'MKCK1 <ticket>')");
-  auto t = line.substr(std::strlen(greeting));
+  constexpr auto timeout = std::chrono::seconds(30);
   manifest piece;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    auto it = tickets_.find(t);
-    if (it == tickets_.end() || it->second.until < std::chrono::steady_clock::now())
-      return refuse("unknown or expired ticket");
-    piece = it->second.piece;
-  }
+  auto link = dp::tcp_link::accept_on(
+    fd,
+    [&](uint32_t, uint32_t id) -> expected<std::string> { return secret_of(id, piece); },
+    timeout, "the ticket's secret");
+  if (!link)
+    return; // refused with the reason (the dialer has it)
+  auto ch = wrap(std::move(*link), tls_, true, timeout);
+  if (!ch)
+    return;
   auto dir = store_.dir_of(piece);
   // Every file is opened and its size checked before anything is sent.
   std::vector<int> fds;
@@ -254,54 +176,83 @@ void blob_server::serve(int fd) {
       if (in >= 0)
         ::close(in);
       close_all();
-      return refuse("the piece's file " + f.name + " is missing or changed on this node");
+      return send_error(**ch, "the piece's file " + f.name + " is missing or changed on this node");
     }
     fds.push_back(in);
   }
-  if (!send_all(fd, "OK\n", 3))
-    return close_all();
+  std::unique_ptr<char[]> buf(new char[chunk]);
   for (size_t i = 0; i < fds.size(); ++i) {
-    off_t off = 0;
     auto left = piece.files[i].size;
     while (left > 0) {
-      auto n = ::sendfile(fd, fds[i], &off, std::min<uint64_t>(left, 1ull << 30));
+      auto n = ::read(fds[i], buf.get(), std::min<uint64_t>(left, chunk));
       if (n < 0 && errno == EINTR)
         continue;
-      if (n <= 0)
+      if (n <= 0) {
+        close_all();
+        return send_error(**ch, "reading " + piece.files[i].name + " on this node: "
+                                  + (n == 0 ? std::string("it ended early") : errno_text()));
+      }
+      auto h = dp::make_header(dp::dtype::u8, 0, static_cast<uint32_t>(i), static_cast<uint64_t>(n));
+      if (!(*ch)->send(h, buf.get()))
         return close_all();
       left -= static_cast<uint64_t>(n);
     }
   }
   close_all();
-  ++served_;
+  if ((*ch)->send(dp::make_header(dp::dtype::u8, 0, end_tag, 0), nullptr))
+    ++served_;
+  // Wait for the client to close (it has read everything), so that the end frame is not
+  // lost to a reset.
+  (*ch)->wait_readable(std::chrono::milliseconds(timeout));
 }
 
 expected<manifest> pull(store& s, const std::string& endpoint, const std::string& ticket,
-                        const manifest& m, std::chrono::milliseconds io_timeout) {
+                        const manifest& m, const tls_ptr& tls,
+                        std::chrono::milliseconds io_timeout) {
   if (s.has(m))
     return m; // already here (a retried push)
+  uint32_t id = 0;
+  std::string secret;
+  auto what = "checkpoint of job " + m.job + " step " + std::to_string(m.step) + " from "
+              + endpoint + ": ";
+  if (!parse_ticket(ticket, id, secret))
+    return failure{what + "malformed ticket '" + ticket.substr(0, 64)
+                   + "' (expected <id>.<secret>)"};
   auto dir = s.begin_receive(m);
   if (!dir)
     return failure{dir.error()};
   auto fail = [&](const std::string& why) -> expected<manifest> {
     s.abandon(*dir);
-    return failure{"checkpoint of job " + m.job + " step " + std::to_string(m.step)
-                   + " from " + endpoint + ": " + why};
+    return failure{what + why};
   };
-  auto fd = dial(endpoint, io_timeout);
-  if (!fd)
-    return fail(fd.error());
-  std::unique_ptr<int, void (*)(int*)> guard(&*fd, [](int* f) { ::close(*f); });
-  auto req = std::string(greeting) + ticket + "\n";
-  if (!send_all(*fd, req.data(), req.size()))
-    return fail("the request could not be sent: " + errno_text());
-  std::string line;
-  if (!read_line(*fd, line, 512))
-    return fail("no answer: " + errno_text());
-  if (line != "OK")
-    return fail(line.rfind("ERR ", 0) == 0 ? "refused: " + line.substr(4) : "bad answer");
+  auto link = dp::tcp_link::dial(endpoint, secret, 0, id, io_timeout);
+  if (!link) {
+    auto e = link.error();
+    if (e.rfind("data plane: ", 0) == 0)
+      e = e.substr(12);
+    return fail(e);
+  }
+  auto ch = wrap(std::move(*link), tls, false, io_timeout);
+  if (!ch)
+    return fail(ch.error());
   std::unique_ptr<char[]> buf(new char[chunk]);
-  for (auto& f : m.files) {
+  auto next = [&](uint32_t want_tag, uint64_t most) -> expected<dp::frame_header> {
+    auto h = (*ch)->recv_header(std::max<uint64_t>(chunk, 64 << 10));
+    if (!h)
+      return failure{h.error()};
+    if (h->tag == error_tag) {
+      std::string why(h->bytes, '\0');
+      if (auto ok = (*ch)->recv_payload(why.data(), why.size()); !ok)
+        return failure{ok.error()};
+      return failure{"refused: " + why};
+    }
+    if (h->type != dp::dtype::u8 || h->tag != want_tag || h->bytes > most)
+      return failure{"the server sent an unexpected frame (tag " + std::to_string(h->tag) + ", "
+                     + std::to_string(h->bytes) + " bytes)"};
+    return h;
+  };
+  for (size_t i = 0; i < m.files.size(); ++i) {
+    auto& f = m.files[i];
     auto path = *dir + "/" + f.name;
     int out = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (out < 0)
@@ -310,19 +261,19 @@ expected<manifest> pull(store& s, const std::string& endpoint, const std::string
     uint64_t left = f.size;
     std::string err;
     while (left > 0 && err.empty()) {
-      auto n = ::recv(*fd, buf.get(), std::min<uint64_t>(left, chunk), 0);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0) {
-        err = n == 0 ? "the connection closed with " + std::to_string(left) + " bytes of "
-                         + f.name + " missing"
-                     : "receiving " + f.name + ": " + errno_text();
+      auto h = next(static_cast<uint32_t>(i), std::min(left, chunk));
+      if (!h) {
+        err = h.error();
         break;
       }
-      sha.add(buf.get(), static_cast<size_t>(n));
-      if (!write_all(out, buf.get(), static_cast<size_t>(n)))
+      if (auto ok = (*ch)->recv_payload(buf.get(), h->bytes); !ok) {
+        err = "receiving " + f.name + ": " + ok.error();
+        break;
+      }
+      sha.add(buf.get(), h->bytes);
+      if (!write_all(out, buf.get(), h->bytes))
         err = "cannot write " + path + ": " + errno_text();
-      left -= static_cast<uint64_t>(n);
+      left -= h->bytes;
     }
     ::close(out);
     if (!err.empty())
@@ -330,6 +281,8 @@ expected<manifest> pull(store& s, const std::string& endpoint, const std::string
     if (sha.hex() != f.sha256)
       return fail("file " + f.name + " arrived corrupt (its SHA-256 does not match)");
   }
+  if (auto end = next(end_tag, 0); !end)
+    return fail(end.error());
   auto done = s.finish_receive(m, *dir);
   if (!done)
     return failure{done.error()};

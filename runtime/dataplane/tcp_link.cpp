@@ -114,6 +114,13 @@ status prove_key(int fd, const std::string& key, uint32_t from, uint32_t to,
 }
 
 expected<std::pair<uint32_t, uint32_t>> check_key(int fd, const std::string& key) {
+  return check_key(
+    fd, [&key](uint32_t, uint32_t) -> expected<std::string> { return key; },
+    "this attempt's key");
+}
+
+expected<std::pair<uint32_t, uint32_t>> check_key(int fd, const key_lookup& key_for,
+                                                  const std::string& what) {
   auto nonce = make_nonce();
   nonce.resize(nonce_size, '\0');
   if (auto ok = write_exact(fd, nonce.data(), nonce.size(), "the challenge"); !ok)
@@ -126,12 +133,17 @@ expected<std::pair<uint32_t, uint32_t>> check_key(int fd, const std::string& key
     from = (from << 8) | static_cast<uint8_t>(answer[static_cast<size_t>(i)]);
     to = (to << 8) | static_cast<uint8_t>(answer[static_cast<size_t>(4 + i)]);
   }
-  if (!equal_digest(answer.substr(8), proof_of(key, nonce, from, to))) {
-    static const char refusal[] = "ERR the peer does not know this attempt's key\n";
-    write_exact(fd, refusal, sizeof(refusal) - 1, "the refusal");
+  auto refuse = [&](const std::string& why) -> expected<std::pair<uint32_t, uint32_t>> {
+    auto line = "ERR " + why + "\n";
+    write_exact(fd, line.data(), line.size(), "the refusal");
     return failure{"data plane: refused a connection claiming rank " + std::to_string(from)
-                   + ": it does not know this attempt's key"};
-  }
+                   + ": " + why};
+  };
+  auto key = key_for(from, to);
+  if (!key)
+    return refuse(key.error());
+  if (!equal_digest(answer.substr(8), proof_of(*key, nonce, from, to)))
+    return refuse("the peer does not know " + what);
   const char ok = 1;
   if (auto sent = write_exact(fd, &ok, 1, "the verdict"); !sent)
     return failure{sent.error()};
@@ -353,9 +365,16 @@ expected<tcp_link> tcp_listener::accept(const std::string& key, std::chrono::mil
   int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0)
     return failure{"data plane: accept: " + errno_text()};
+  return tcp_link::accept_on(
+    fd, [&key](uint32_t, uint32_t) -> expected<std::string> { return key; }, timeout);
+}
+
+expected<tcp_link> tcp_link::accept_on(int fd, const key_lookup& key_for,
+                                       std::chrono::milliseconds timeout,
+                                       const std::string& what) {
   tune(fd, timeout);
-  tcp_link link(fd, 0);
-  auto who = check_key(fd, key);
+  tcp_link link(fd, 0); // closes fd on failure
+  auto who = check_key(fd, key_for, what);
   if (!who)
     return failure{who.error()};
   link.peer_rank_ = who->first;

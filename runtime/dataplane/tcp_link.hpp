@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -36,6 +37,15 @@ public:
   /// `to` (a host listens for several ranks).
   static expected<tcp_link> dial(const std::string& endpoint, const std::string& key,
                                  uint32_t rank, uint32_t to, std::chrono::milliseconds timeout);
+
+  /// Takes over `fd`, a connection just accepted, and checks its proof of the key that
+  /// `key_for` names for the (from, to) it claims (or refuses it with that failure's text).
+  /// `fd` is closed on failure. `timeout` bounds the proof and, later, every transfer;
+  /// `what` names the key in a refusal.
+  static expected<tcp_link> accept_on(int fd, const std::function<expected<std::string>(
+                                                uint32_t from, uint32_t to)>& key_for,
+                                      std::chrono::milliseconds timeout,
+                                      const std::string& what = "this attempt's key");
 
   /// Sends one frame: the header and `payload` (h.bytes of it) in one vectored write.
   status send(const frame_header& h, const void* payload);
@@ -75,6 +85,11 @@ status prove_key(int fd, const std::string& key, uint32_t from, uint32_t to,
                  const std::string& peer);
 /// ...and the listener's: the dialer's (from, to), or the refusal (also sent to it).
 expected<std::pair<uint32_t, uint32_t>> check_key(int fd, const std::string& key);
+/// The same where the key depends on what the dialer asks for (a checkpoint ticket's id):
+/// `key_for(from, to)` names it, or the reason to refuse; `what` names the key in a refusal.
+using key_lookup = std::function<expected<std::string>(uint32_t from, uint32_t to)>;
+expected<std::pair<uint32_t, uint32_t>> check_key(int fd, const key_lookup& key_for,
+                                                  const std::string& what);
 /// Whether `fd` has bytes (or an end) to read within `wait`.
 expected<bool> wait_readable(int fd, std::chrono::milliseconds wait);
 

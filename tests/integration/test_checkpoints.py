@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Checkpoints that survive a node (issue #10, step 3): app ranks save_checkpoint, command
-jobs MONKEY_CHECKPOINT lines; pieces are copied to the job's holders over a plain socket
-before they count, and a new attempt resumes at the newest complete checkpoint on any
+jobs MONKEY_CHECKPOINT lines; pieces are copied to the job's holders over a data plane link
+(TLS on a --tls cluster) before they count, and a new attempt resumes at the newest complete checkpoint on any
 live node. Real nodes, real app hosts, real kill -9."""
 import json
 import os
@@ -140,10 +140,25 @@ def retry_restores_and_checkpoint_from(c):
           f"the suffix named the job: {s['attempts'][0]}")
 
 
-def holders_get_the_piece(c):
+def holders_get_the_piece(c, tls=False):
     """A checkpoint counts only once the job's holders stored it: with R=2 on two nodes,
     both data directories hold the same piece, byte for byte."""
-    nodes_up(c, 2)
+    if tls:
+        certs = os.path.join(c.home, "certs")
+        c.monkey("certs", "--dir", certs)
+        c.env["MONKEY_TLS_DIR"] = certs
+        c.start("n1", "--cpus", "2", "--tls", "--tls-dir", certs)
+        c.start("n2", "--cpus", "2", "--tls", "--tls-dir", certs, "--join",
+                c.nodes["n1"]["address"])
+        wait_until(lambda: len(json.loads(c.monkey("nodes", "--json").stdout)) == 2, 30,
+                   "2 members")
+    else:
+        nodes_up(c, 2)
+    for name in ("n1", "n2"):
+        want = "(tls)" if tls else "(keyed tcp)"
+        check(any("blob server at" in line and want in line
+                  for line in runtime_log(c, name).splitlines()),
+              f"{name}'s blob server speaks {want}")
     job = c.submit("--env", "STEPS=5", "--", "python3", JOB)
     s = c.wait_final(job, 60)
     check(s["state"] == "succeeded", f"ran: {s}")
@@ -166,7 +181,13 @@ def holders_get_the_piece(c):
     check("a new attempt resumes at step 5" in text and "directory" in text, text)
 
 
+def holders_get_the_piece_over_tls(c):
+    """The same on a --tls cluster: the pieces move over TLS with the nodes' certificates."""
+    holders_get_the_piece(c, tls=True)
+
+
 if __name__ == "__main__":
     run(app_gang_resumes_after_kill9, gang_policy_across_nodes_resumes,
         command_job_resumes_on_another_node,
-        retry_restores_and_checkpoint_from, holders_get_the_piece)
+        retry_restores_and_checkpoint_from, holders_get_the_piece,
+        holders_get_the_piece_over_tls)

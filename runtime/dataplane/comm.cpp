@@ -44,20 +44,6 @@ int ring_sum_start(int c, int n) {
   return mod(c + 1, n);
 }
 
-void add_f32(float* __restrict d, const float* __restrict s, uint64_t n) {
-  // Eight lanes at a time (GCC's vector extension: SSE/AVX as the target allows).
-  typedef float v8 __attribute__((vector_size(32)));
-  uint64_t k = 0;
-  for (; k + 8 <= n; k += 8) {
-    v8 a, b;
-    std::memcpy(&a, d + k, sizeof(a));
-    std::memcpy(&b, s + k, sizeof(b));
-    a = a + b;
-    std::memcpy(d + k, &a, sizeof(a));
-  }
-  for (; k < n; ++k)
-    d[k] = d[k] + s[k];
-}
 
 // ---- the communicator ----------------------------------------------------------------------------
 
@@ -246,7 +232,7 @@ void communicator::rx_loop(peer& p) {
       into = match->into;
     else
       into = take_pooled(p, h->type, h->count);
-    auto ok = added ? p.ch->recv_payload_add_f32(into.f32(), h->bytes)
+    auto ok = added ? p.ch->recv_payload_add(h->type, into.data(), h->bytes)
                     : p.ch->recv_payload(into.data(), h->bytes);
     if (added && ok) {
       if (match->done)
@@ -309,7 +295,7 @@ void communicator::deliver(peer& p, const frame_header& h, pending_recv r, buffe
                   {});
   if (r.into.data() != data.data()) {
     if (r.add)
-      add_f32(r.into.f32(), data.f32(), h.count);
+      add_elems(h.type, r.into.data(), data.data(), h.count);
     else
       std::memcpy(r.into.data(), data.data(), h.bytes);
     give_back(p, std::move(data));
@@ -709,7 +695,8 @@ status communicator::ring_pass(buffer data, const std::vector<int32_t>& g, int i
       for (int k = 0; k < 4 && !rx.done(); ++k) {
         auto& p = rx.now();
         auto got = in->try_read(p.at + rx.off, std::min(p.len - rx.off, piece),
-                                reduce && rx.in_chunk());
+                                reduce && rx.in_chunk() ? std::optional<dtype>(data.type())
+                                                        : std::nullopt);
         if (!got)
           return failure{got.error() + who(prev)};
         if (*got == 0)
@@ -829,18 +816,8 @@ status communicator::ring_pass(buffer data, const std::vector<int32_t>& g, int i
 
 namespace {
 
-status need_f32(const buffer& b, const char* what) {
-  if (b.type() != dtype::f32)
-    return failure{std::string("data plane: ") + what + " reduces float32 only (the buffer holds "
-                   + to_string(b.type()) + ")"};
-  return {};
-}
-
 void scale(buffer b, span c, int n) {
-  auto* p = b.f32() + c.first;
-  auto d = static_cast<float>(n);
-  for (uint64_t k = 0; k < c.count; ++k)
-    p[k] = p[k] / d;
+  divide_elems(b.type(), b.slice(c.first, c.count).data(), c.count, n);
 }
 
 } // namespace
@@ -851,7 +828,7 @@ void communicator::allreduce(buffer buf, reduce_op op, std::vector<int32_t> grou
   auto g = check_group(std::move(group), i);
   if (!g)
     return done(failure{g.error()}, {});
-  if (auto ok = need_f32(buf, "allreduce"); !ok)
+  if (auto ok = check_reducible(buf.type(), op, "allreduce"); !ok)
     return done(ok, {});
   run_collective(
     *g, [this, buf, op, g = *g, i](uint32_t tag) -> status {
@@ -919,7 +896,7 @@ void communicator::reduce_scatter(buffer in, buffer out, reduce_op op,
   auto g = check_group(std::move(group), i);
   if (!g)
     return done(failure{g.error()}, {});
-  if (auto ok = need_f32(in, "reduce_scatter"); !ok)
+  if (auto ok = check_reducible(in.type(), op, "reduce_scatter"); !ok)
     return done(ok, {});
   auto n = static_cast<int>(g->size());
   auto mine = ring_chunk(in.count(), n, i);

@@ -28,12 +28,12 @@
 #include <vector>
 
 #include "monkey/sdk/tensor.hpp"
+#include "runtime/dataplane/reduce.hpp"
 #include "runtime/dataplane/transport.hpp"
 #include "runtime/expected.hpp"
 
 namespace monkey::dp {
 
-enum class reduce_op { sum, mean };
 
 // ---- the ring schedule (pure; comm.test.cpp) -----------------------------------------------------
 
@@ -57,8 +57,6 @@ ring_step allgather_step(int i, int n, int s);
 /// onwards, one member after the other (what the tests compare against, bit for bit).
 int ring_sum_start(int c, int n);
 
-/// d[k] = d[k] + s[k] (float32), vectorized.
-void add_f32(float* d, const float* s, uint64_t n);
 
 // ---- the communicator ----------------------------------------------------------------------------
 
@@ -115,7 +113,7 @@ private:
     uint32_t tag;
     buffer into;
     completion done;
-    bool add = false; ///< add the frame into `into` (float32) instead of copying it
+    bool add = false; ///< add the frame into `into` (its element type) instead of copying it
   };
   struct pending_send {
     frame_header h;

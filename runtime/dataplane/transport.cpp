@@ -21,21 +21,24 @@
 #include <unistd.h>
 
 #include "runtime/dataplane/comm.hpp"
+#include "runtime/dataplane/reduce.hpp"
 #include "runtime/dataplane/tcp_link.hpp"
 #include "runtime/ids.hpp"
 #include "runtime/net/auth.hpp"
 
 namespace monkey::dp {
 
-status channel::recv_payload_add_f32(float* dst, uint64_t bytes) {
-  constexpr uint64_t piece = 64 << 10; // stays in the cache
-  thread_local std::vector<float> bounce(piece / sizeof(float));
+status channel::recv_payload_add(dtype t, void* dst, uint64_t bytes) {
+  constexpr uint64_t piece = 64 << 10; // stays in the cache; whole elements of any type
+  thread_local std::vector<uint64_t> bounce(piece / sizeof(uint64_t));
+  auto esz = dtype_size(t);
+  auto* out = static_cast<uint8_t*>(dst);
   while (bytes > 0) {
     auto len = std::min(bytes, piece);
     if (auto ok = recv_payload(bounce.data(), len); !ok)
       return ok;
-    add_f32(dst, bounce.data(), len / sizeof(float));
-    dst += len / sizeof(float);
+    add_elems(t, out, bounce.data(), len / esz);
+    out += len;
     bytes -= len;
   }
   return {};
@@ -69,7 +72,7 @@ public:
     return failure{lost_text(errno)};
   }
 
-  expected<uint64_t> try_read(void* dst, uint64_t n, bool add) override {
+  expected<uint64_t> try_read(void* dst, uint64_t n, std::optional<dtype> add) override {
     auto* out = static_cast<uint8_t*>(dst);
     if (!add) {
       uint64_t done = 0;
@@ -85,22 +88,23 @@ public:
         return got;
       return done + *got;
     }
-    // Added as float32: through a small buffer; a torn element waits for its other bytes.
+    // Added: through a small buffer; a torn element waits for its other bytes.
     constexpr uint64_t piece = 64 << 10;
+    const uint64_t esz = dtype_size(*add);
     if (bounce_.empty())
-      bounce_.resize(piece + sizeof(float));
-    std::memcpy(bounce_.data(), carried_, carry_);
+      bounce_.resize((piece + sizeof(carried_)) / sizeof(uint64_t));
+    auto* bounce = reinterpret_cast<uint8_t*>(bounce_.data());
+    std::memcpy(bounce, carried_, carry_);
     auto want = std::min<uint64_t>(n, piece) - carry_;
-    auto got = recv_some(bounce_.data() + carry_, want);
+    auto got = recv_some(bounce + carry_, want);
     if (!got)
       return got;
     auto have = carry_ + *got;
-    auto whole = have - have % sizeof(float);
+    auto whole = have - have % esz;
     if (whole > 0)
-      add_f32(static_cast<float*>(dst), reinterpret_cast<const float*>(bounce_.data()),
-              whole / sizeof(float));
+      add_elems(*add, dst, bounce, whole / esz);
     carry_ = have - whole;
-    std::memcpy(carried_, bounce_.data() + whole, carry_);
+    std::memcpy(carried_, bounce + whole, carry_);
     return whole;
   }
 
@@ -137,8 +141,8 @@ private:
   }
 
   tcp_link link_;
-  std::vector<uint8_t> bounce_;
-  uint8_t carried_[sizeof(float)] = {};
+  std::vector<uint64_t> bounce_; // (aligned for any element type)
+  uint8_t carried_[8] = {};       // the bytes of a torn element (8: the widest type)
   uint64_t carry_ = 0;
 };
 
@@ -266,7 +270,7 @@ public:
     return len;
   }
 
-  expected<uint64_t> try_read(void* dst, uint64_t n, bool add) override {
+  expected<uint64_t> try_read(void* dst, uint64_t n, std::optional<dtype> add) override {
     if (closed())
       return failure{closed_text};
     auto& r = in_;
@@ -275,12 +279,11 @@ public:
     auto at = tail & (r.cap - 1);
     auto len = std::min({n, avail, r.cap - at});
     if (add)
-      len -= len % sizeof(float);
+      len -= len % dtype_size(*add); // (the lane's streams keep elements aligned)
     if (len == 0)
       return uint64_t{0};
     if (add)
-      add_f32(static_cast<float*>(dst), reinterpret_cast<const float*>(r.data + at),
-              len / sizeof(float));
+      add_elems(*add, dst, r.data + at, len / dtype_size(*add));
     else
       std::memcpy(dst, r.data + at, len);
     r.c->tail.store(tail + len, std::memory_order_seq_cst);
@@ -355,28 +358,30 @@ public:
     return read(static_cast<uint8_t*>(dst), bytes, "a frame's payload");
   }
 
-  status recv_payload_add_f32(float* dst, uint64_t bytes) override {
+  status recv_payload_add(dtype t, void* dst_, uint64_t bytes) override {
     auto& r = in_;
-    if (r.c->tail.load(std::memory_order_relaxed) % sizeof(float) != 0)
-      return channel::recv_payload_add_f32(dst, bytes); // after an odd-sized frame
+    const uint64_t esz = dtype_size(t);
+    if (r.c->tail.load(std::memory_order_relaxed) % esz != 0)
+      return channel::recv_payload_add(t, dst_, bytes); // after an odd-sized frame
+    auto* dst = static_cast<uint8_t*>(dst_);
     while (bytes > 0) {
       auto tail = r.c->tail.load(std::memory_order_relaxed);
       uint64_t avail = 0;
       auto w = wait_for(r.c->data_seq, r.c->data_waiters,
                         [&] {
                           avail = r.c->head.load(std::memory_order_acquire) - tail;
-                          return avail >= std::min<uint64_t>(bytes, sizeof(float));
+                          return avail >= std::min<uint64_t>(bytes, esz);
                         },
                         timeout_);
       if (w != waited::ready)
         return failure{gone_text(w) + " (receiving a frame's payload)"};
       auto at = tail & (r.cap - 1);
       auto len = std::min({bytes, avail, r.cap - at});
-      len -= len % sizeof(float);
-      add_f32(dst, reinterpret_cast<const float*>(r.data + at), len / sizeof(float));
+      len -= len % esz;
+      add_elems(t, dst, r.data + at, len / esz);
       r.c->tail.store(tail + len, std::memory_order_seq_cst);
       notify(r.c->space_seq, r.c->space_waiters);
-      dst += len / sizeof(float);
+      dst += len;
       bytes -= len;
     }
     return {};

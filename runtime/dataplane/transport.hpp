@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -34,8 +35,9 @@ public:
   /// error when the channel is closed.
   virtual expected<uint64_t> try_write(const void* src, uint64_t n) = 0;
   /// Takes up to `n` bytes of the incoming stream: copied to `dst`, or added into it as
-  /// float32 (`add`: whole elements only); how many (0: none yet). An error when closed.
-  virtual expected<uint64_t> try_read(void* dst, uint64_t n, bool add) = 0;
+  /// elements of `*add` (whole elements only; reduce.hpp); how many (0: none yet). An error
+  /// when closed.
+  virtual expected<uint64_t> try_read(void* dst, uint64_t n, std::optional<dtype> add) = 0;
   /// Sleeps until the incoming stream has bytes (`for_data`) or the outgoing one room, or
   /// `wait` passes; an error when the channel is closed or the peer process is gone.
   virtual status wait(bool for_data, std::chrono::microseconds wait) = 0;
@@ -54,9 +56,10 @@ public:
   virtual expected<frame_header> recv_header(uint64_t max_bytes) = 0;
   /// The payload of the header just received (h.bytes) into `dst`.
   virtual status recv_payload(void* dst, uint64_t bytes) = 0;
-  /// The payload (float32) added into `dst`: d[k] = d[k] + frame[k]. By default read in
-  /// pieces into a small buffer; a ring adds straight from its memory.
-  virtual status recv_payload_add_f32(float* dst, uint64_t bytes);
+  /// The payload (elements of `t`, a type that reduces) added into `dst`:
+  /// d[k] = d[k] + frame[k]. By default read in pieces into a small buffer; a ring adds
+  /// straight from its memory.
+  virtual status recv_payload_add(dtype t, void* dst, uint64_t bytes);
   /// One frame: `h` and h.bytes of `payload`.
   virtual status send(const frame_header& h, const void* payload) = 0;
   /// The frame when it goes out without waiting (room in a ring); false: nothing was written.

@@ -164,7 +164,8 @@ struct host_state; // the app host's shared state (host.cpp)
 using tensor = dp::buffer;
 using dp::dtype;
 
-/// How a collective combines the ranks' tensors (float32).
+/// How a collective combines the ranks' tensors: sum (float32, float64, bfloat16, float16,
+/// int32, int64) or mean (the floating types).
 enum class reduce { sum, mean };
 
 /// The end of a data plane operation, sent to the actor that started it.
@@ -180,8 +181,9 @@ struct tensor_done {
 /// when the operation ended. A tensor in flight must not be touched until then.
 ///
 /// Collectives take a group (the ranks taking part, in ring order; empty: every rank): every
-/// rank of the group calls the same collectives in the same order. Sums are float32, in the
-/// ring's order (deterministic for a given world size and group).
+/// rank of the group calls the same collectives in the same order. Sums follow the ring's
+/// order (deterministic for a given world size and group); bfloat16 and float16 add in
+/// float32 and round back at each step, integers wrap.
 class tensors {
 public:
   /// Sends `t` to rank `to` under `tag` (below 2^31), matched by its recv(rank, tag).

@@ -890,6 +890,11 @@ int host_main(const definition& app) {
     return fail("the app uses the data plane and the rank failure policy: a restarted rank's "
                 "peers would keep their links to the failed one; use the gang policy");
   st->plane_opts.timeout = std::chrono::milliseconds(dp_timeout);
+  auto early_mb = std::strtoll(env_or("MONKEY_DP_EARLY_MB", "1024").c_str(), nullptr, 10);
+  if (early_mb < 1 || early_mb > (int64_t{1} << 30))
+    return fail("MONKEY_DP_EARLY_MB '" + env_or("MONKEY_DP_EARLY_MB")
+                + "' is not a size in MB of at least 1");
+  st->plane_opts.max_early_bytes = static_cast<uint64_t>(early_mb) << 20;
   // On a --tls cluster the data plane's TCP links are TLS too, unless the job opts out for a
   // trusted fabric (MONKEY_DP_TLS=off: the links stay keyed, not encrypted).
   auto dp_tls = env_or("MONKEY_DP_TLS", "on");

@@ -207,20 +207,46 @@ void communicator::rx_loop(peer& p) {
     }
     std::optional<pending_recv> match;
     std::shared_ptr<peer::early> early;
+    auto held_since = clock::now();
     {
-      std::lock_guard<std::mutex> guard{p.m};
-      for (auto it = p.posted.begin(); it != p.posted.end(); ++it)
-        if (it->tag == h->tag) {
-          match = std::move(*it);
-          p.posted.erase(it);
+      std::unique_lock<std::mutex> lock{p.m};
+      for (;;) {
+        for (auto it = p.posted.begin(); it != p.posted.end(); ++it)
+          if (it->tag == h->tag) {
+            match = std::move(*it);
+            p.posted.erase(it);
+            break;
+          }
+        if (match)
+          break;
+        // No receive for it yet: kept while the early frames stay within their bound (the
+        // first always); else the frame waits here, and the sender behind it (flow control).
+        auto kept = early_bytes_.load();
+        if (kept == 0 || kept + h->bytes <= opts_.max_early_bytes) {
+          early_bytes_ += h->bytes;
+          // Registered before its bytes are read: a receive posted meanwhile takes this
+          // frame, not the next one under the same tag.
+          early = std::make_shared<peer::early>();
+          early->h = *h;
+          p.unexpected[h->tag].push_back(early);
           break;
         }
-      if (!match) {
-        // Registered before its bytes are read: a receive posted meanwhile takes this frame,
-        // not the next one under the same tag.
-        early = std::make_shared<peer::early>();
-        early->h = *h;
-        p.unexpected[h->tag].push_back(early);
+        if (p.stopping || !p.broken.empty())
+          return;
+        if (clock::now() - held_since > opts_.timeout) {
+          lock.unlock();
+          fail_peer(p, "data plane: rank " + std::to_string(p.rank) + " sent a frame under tag "
+                         + std::to_string(h->tag) + " (" + std::to_string(h->bytes)
+                         + " bytes) that no receive asked for within "
+                         + std::to_string(opts_.timeout.count()) + " ms while "
+                         + std::to_string(kept) + " bytes of frames already waited for their "
+                         "receives (the bound: " + std::to_string(opts_.max_early_bytes)
+                         + " bytes, MONKEY_DP_EARLY_MB): does every send have its receive?");
+          return;
+        }
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        lock.lock();
       }
       p.last_frame = clock::now();
     }
@@ -392,6 +418,7 @@ void communicator::post_recv(int32_t from, pending_recv r) {
       it->second.pop_front();
       if (it->second.empty())
         p.unexpected.erase(it);
+      early_bytes_ -= early->h.bytes; // taken: no longer early
       if (!early->complete) {
         // Its bytes are still being read: the receiving thread delivers it.
         early->waiter = std::move(r);

@@ -15,6 +15,7 @@
 // sends nothing for `timeout` while a receive waits on it fails that receive ("timed out"),
 // and the link to it is broken from then on (its stream can no longer be trusted).
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -64,6 +65,12 @@ struct comm_options {
   std::chrono::milliseconds timeout{60000}; ///< a waiting receive's patience with a silent peer
   uint64_t max_frame_bytes = uint64_t{1} << 34; ///< larger frames are refused
   uint64_t segment_bytes = 4 << 20;             ///< the collectives' pipelining unit
+  /// The most bytes of frames that arrived before their receive, from all peers together
+  /// (the first one is always taken, whatever its size). Past it a peer's receiving thread
+  /// stops reading (the sender waits: flow control) until receives take early frames or
+  /// one is posted for the frame at hand; after `timeout` so, the link fails, naming the
+  /// tag (an app that sends what it never receives), instead of memory growing without end.
+  uint64_t max_early_bytes = uint64_t{1} << 30;
 };
 
 /// What an operation ends with: ok or the error, and for a receive the data received.
@@ -85,6 +92,8 @@ public:
 
   int32_t rank() const { return rank_; }
   int32_t world() const { return world_; }
+  /// Bytes of frames kept before their receive (comm_options::max_early_bytes).
+  uint64_t early_bytes() const { return early_bytes_.load(); }
   /// The transport to `peer` ("tcp", "shm", "local"; "" for itself or none).
   std::string transport(int32_t peer) const;
 
@@ -149,6 +158,7 @@ private:
   comm_options opts_;
   std::vector<std::unique_ptr<peer>> peers_;
   std::map<std::string, uint32_t> group_seq_; ///< the collective thread's only
+  std::atomic<uint64_t> early_bytes_{0};      ///< frames kept before their receive
 
   std::mutex cmtx_;
   std::condition_variable ccv_;

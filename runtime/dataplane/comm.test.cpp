@@ -88,9 +88,9 @@ namespace {
 
 /// `n` communicators in this process joined by local ring pairs.
 std::vector<std::unique_ptr<communicator>> local_world(int n, uint64_t ring_bytes = 1 << 16,
-                                                       uint64_t segment = 4096) {
-  comm_options o;
-  o.timeout = std::chrono::seconds(10);
+                                                       uint64_t segment = 4096,
+                                                       comm_options o = {}) {
+  o.timeout = o.timeout == comm_options{}.timeout ? std::chrono::seconds(10) : o.timeout;
   o.segment_bytes = segment;
   std::vector<std::unique_ptr<communicator>> w;
   for (int r = 0; r < n; ++r)
@@ -623,4 +623,48 @@ TEST_CASE("members in different collectives fail with the reason instead of mixi
   REQUIRE_FALSE(st[1]);
   auto said = st[0].error() + " | " + st[1].error();
   CHECK_THAT(said, Catch::Contains("every member must call the same collectives in the same order"));
+}
+
+TEST_CASE("frames sent before their receive stay within their bound: the sender waits, and a "
+          "send that no receive asks for fails the link naming its tag", "[runtime][dataplane]") {
+  comm_options o;
+  o.max_early_bytes = 64 << 10;
+  o.timeout = std::chrono::milliseconds(1500);
+  auto w = local_world(2, 1 << 16, 4096, o);
+  auto& a = *w[0];
+  auto& b = *w[1];
+  const int frames = 12;
+  std::vector<buffer> sent;
+  std::vector<std::future<status>> done;
+  for (int k = 0; k < frames; ++k) {
+    sent.push_back(inputs(0, 8192, static_cast<uint32_t>(k))); // 32 KB each
+    auto pr = std::make_shared<std::promise<status>>();
+    done.push_back(pr->get_future());
+    a.send(1, static_cast<uint32_t>(100 + k), sent.back(),
+           [pr](const status& st, buffer) { pr->set_value(st); });
+  }
+  // Nobody receives yet: rank 1 keeps at most the bound (two frames), the rest wait in the
+  // ring and in the sender's queue.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(b.early_bytes() <= o.max_early_bytes);
+  CHECK(b.early_bytes() > 0);
+  CHECK(done.back().wait_for(std::chrono::milliseconds(0)) != std::future_status::ready);
+  // Received in order (within the timeout): every frame arrives whole.
+  for (int k = 0; k < frames; ++k) {
+    auto into = buffer::f32(8192);
+    REQUIRE_OK(b.wait([&](completion d) { b.recv(0, static_cast<uint32_t>(100 + k), into, d); }));
+    CHECK(std::memcmp(into.data(), sent[static_cast<size_t>(k)].data(), into.bytes()) == 0);
+  }
+  CHECK(b.early_bytes() == 0);
+  for (auto& f : done)
+    REQUIRE_OK(f.get());
+
+  // Frames under tags 1..4, but the receiver waits for tag 4 first: tags 1 and 2 are kept,
+  // tag 3 waits for a receive that never comes; the link fails after the timeout, naming it.
+  for (int k = 1; k <= 4; ++k)
+    a.send(1, static_cast<uint32_t>(k), inputs(0, 8192, 9), [](const status&, buffer) {});
+  auto stuck = b.wait([&](completion d) { b.recv(0, 4, buffer::f32(8192), d); });
+  REQUIRE_FALSE(stuck);
+  CHECK_THAT(stuck.error(), Catch::Contains("sent a frame under tag 3"));
+  CHECK_THAT(stuck.error(), Catch::Contains("does every send have its receive?"));
 }

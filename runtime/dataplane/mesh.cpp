@@ -96,6 +96,7 @@ expected<std::unique_ptr<mesh>> mesh::create(int32_t world, std::vector<int32_t>
   comm_options co;
   co.timeout = opts.timeout;
   co.segment_bytes = opts.segment_bytes;
+  co.max_early_bytes = opts.max_early_bytes;
   for (auto r : local)
     m->comms_[r] = std::make_unique<communicator>(r, world, co);
   return m;

@@ -33,6 +33,7 @@ struct mesh_options {
   std::chrono::milliseconds connect_timeout{30000}; ///< joining every pair
   uint64_t ring_bytes = 4 << 20;        ///< each direction of a shm or local channel
   uint64_t segment_bytes = 4 << 20;     ///< comm_options::segment_bytes
+  uint64_t max_early_bytes = uint64_t{1} << 30; ///< comm_options::max_early_bytes
   tls_files tls; ///< set: TCP links are TLS (mutual, against tls.ca) after their key proof
 };
 

@@ -76,6 +76,22 @@ definition& definition::choice_param(std::string name, std::string def,
               std::move(values)});
 }
 
+definition& definition::pattern(std::string regex, std::string what) {
+  if (!params_.empty()) {
+    params_.back().pattern = std::move(regex);
+    params_.back().pattern_help = std::move(what);
+  }
+  return *this;
+}
+
+definition& definition::only_with(std::string other, std::vector<std::string> values) {
+  if (!params_.empty()) {
+    params_.back().only_with = std::move(other);
+    params_.back().only_with_values = std::move(values);
+  }
+  return *this;
+}
+
 definition& definition::entry(std::string actor_name, actor_fn fn) {
   actors_.insert(actors_.begin(), actor_decl{std::move(actor_name), std::move(fn)});
   return *this;
@@ -112,6 +128,10 @@ app_schema schema_of(const definition& d) {
     q.max = p.max;
     q.values = p.values;
     q.help = p.help;
+    q.pattern = p.pattern;
+    q.pattern_help = p.pattern_help;
+    q.only_with = p.only_with;
+    q.only_with_values = p.only_with_values;
     s.params.push_back(std::move(q));
   }
   return s;
@@ -374,7 +394,9 @@ public:
   /// Spawns rank `r`'s entry actor (not started yet).
   void spawn_rank(int32_t r) {
     auto& entry = app_.actors().front();
-    auto a = sys_.spawn<caf::lazy_init>(rank_shell, entry.fn, context{st_, r});
+    auto a = app_.uses_own_threads()
+               ? sys_.spawn<caf::lazy_init + caf::detached>(rank_shell, entry.fn, context{st_, r})
+               : sys_.spawn<caf::lazy_init>(rank_shell, entry.fn, context{st_, r});
     self_->monitor(a);
     {
       std::lock_guard<std::mutex> guard{st_->mtx};

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <set>
 
+#include <regex>
+
 #include <nlohmann/json.hpp>
 
 namespace monkey {
@@ -52,6 +54,14 @@ std::string to_json(const app_schema& s) {
     if (!p.values.empty())
       q["values"] = p.values;
     q["help"] = p.help;
+    if (!p.pattern.empty()) {
+      q["pattern"] = p.pattern;
+      q["pattern_help"] = p.pattern_help;
+    }
+    if (!p.only_with.empty()) {
+      q["only_with"] = p.only_with;
+      q["only_with_values"] = p.only_with_values;
+    }
     j["params"].push_back(q);
   }
   return j.dump();
@@ -82,6 +92,19 @@ expected<app_schema> parse_app_schema(const std::string& text) {
         if (q.contains("values"))
           p.values = q.at("values").get<std::vector<std::string>>();
         p.help = q.value("help", "");
+        p.pattern = q.value("pattern", "");
+        p.pattern_help = q.value("pattern_help", "");
+        p.only_with = q.value("only_with", "");
+        if (q.contains("only_with_values"))
+          p.only_with_values = q.at("only_with_values").get<std::vector<std::string>>();
+        if (!p.pattern.empty()) {
+          try {
+            std::regex check(p.pattern);
+          } catch (const std::regex_error& e) {
+            return failure{"parameter " + p.name + ": its pattern '" + p.pattern
+                           + "' is not a regular expression (" + e.what() + ")"};
+          }
+        }
         if (!known_types.count(p.type))
           return failure{"parameter " + p.name + ": unknown type '" + p.type
                          + "' (int, float, bool, string or choice)"};
@@ -134,6 +157,17 @@ std::string check_value(const app_param& p, const std::string& v) {
       all += (all.empty() ? "" : ", ") + x;
     return "one of " + all + " is expected";
   }
+  if (!p.pattern.empty()) {
+    bool ok = false;
+    try {
+      ok = std::regex_match(v, std::regex(p.pattern));
+    } catch (const std::regex_error&) {
+      ok = false; // parse_app_schema refused such a pattern already
+    }
+    if (!ok)
+      return p.pattern_help.empty() ? "it does not match " + p.pattern
+                                    : p.pattern_help + " is expected";
+  }
   return "";
 }
 
@@ -155,6 +189,22 @@ status check_params(const app_schema& s, const std::map<std::string, std::string
     if (auto bad = check_value(*p, value); !bad.empty())
       return failure{set + name + " is " + (p->type == "choice" ? "a choice" : "of type " + p->type)
                      + ": " + bad};
+    if (!p->only_with.empty()) {
+      auto given = params.find(p->only_with);
+      std::string other;
+      if (given != params.end())
+        other = given->second;
+      else if (auto* q = s.find(p->only_with))
+        other = q->default_value;
+      auto& vals = p->only_with_values;
+      if (std::find(vals.begin(), vals.end(), other) == vals.end()) {
+        std::string all;
+        for (auto& x : vals)
+          all += (all.empty() ? "" : " or ") + x;
+        return failure{set + name + " applies only with " + p->only_with + "=" + all + " (here "
+                       + p->only_with + "=" + other + ")"};
+      }
+    }
   }
   return {};
 }

@@ -23,6 +23,10 @@ struct app_param {
   std::optional<double> min, max;
   std::vector<std::string> values; ///< choice: the allowed values
   std::string help;
+  std::string pattern;      ///< string: a regular expression (ECMAScript) the whole value matches
+  std::string pattern_help; ///< what the pattern means, for the refusal ("widths like 512,256")
+  std::string only_with;    ///< may be set only when this other parameter...
+  std::vector<std::string> only_with_values; ///< ...has one of these values (given or default)
 };
 
 struct app_schema {
@@ -45,7 +49,8 @@ expected<app_schema> parse_app_schema(const std::string& json);
 /// expected", "above its maximum 10").
 std::string check_value(const app_param& p, const std::string& value);
 
-/// Checks a submission's parameters: every name known, every value valid. A failure reads
+/// Checks a submission's parameters: every name known, every value valid, and a parameter
+/// that belongs with another's values (only_with) set only with them. A failure reads
 /// "--set NAME=VALUE: ..." and names the field; `workers` gets a hint (it is a spec field).
 status check_params(const app_schema& s, const std::map<std::string, std::string>& params);
 

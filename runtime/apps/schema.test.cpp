@@ -7,13 +7,26 @@ using namespace monkey;
 
 namespace {
 
+app_param param(std::string name, std::string type, std::string def, std::optional<double> min,
+                std::optional<double> max, std::vector<std::string> values, std::string help) {
+  app_param p;
+  p.name = std::move(name);
+  p.type = std::move(type);
+  p.default_value = std::move(def);
+  p.min = min;
+  p.max = max;
+  p.values = std::move(values);
+  p.help = std::move(help);
+  return p;
+}
+
 app_schema sample() {
   app_schema s;
   s.app = "hello";
-  app_param steps{"steps", "int", "20", 1.0, 1000.0, {}, "steps"};
-  app_param lr{"lr", "float", "0.1", 0.0, 1.0, {}, "learning rate"};
-  app_param mode{"mode", "choice", "a", std::nullopt, std::nullopt, {"a", "b"}, ""};
-  app_param fast{"fast", "bool", "false", std::nullopt, std::nullopt, {}, ""};
+  auto steps = param("steps", "int", "20", 1.0, 1000.0, {}, "steps");
+  auto lr = param("lr", "float", "0.1", 0.0, 1.0, {}, "learning rate");
+  auto mode = param("mode", "choice", "a", std::nullopt, std::nullopt, {"a", "b"}, "");
+  auto fast = param("fast", "bool", "false", std::nullopt, std::nullopt, {}, "");
   s.params = {steps, lr, mode, fast};
   s.actors = {"pi_rank"};
   return s;
@@ -88,4 +101,33 @@ TEST_CASE("an app is found on the alive members, this node's build first", "[run
   CHECK(known_apps(ms) == "hello");
   CHECK(known_apps({}) == "none");
   CHECK(app_tag("hello", "b1") == "app:hello@b1");
+}
+
+TEST_CASE("a string's pattern and a parameter that belongs with another's values",
+          "[runtime][apps]") {
+  app_schema s;
+  s.app = "fmnist";
+  auto strategy = param("strategy", "choice", "single", std::nullopt, std::nullopt,
+                     {"single", "ps-async"}, "");
+  auto hidden = param("hidden", "string", "512,256", std::nullopt, std::nullopt, {}, "");
+  hidden.pattern = "[0-9]+(,[0-9]+)*";
+  hidden.pattern_help = "widths separated by commas, e.g. 512,256";
+  auto staleness = param("staleness", "int", "0", 0.0, 100.0, {}, "");
+  staleness.only_with = "strategy";
+  staleness.only_with_values = {"ps-async"};
+  s.params = {strategy, hidden, staleness};
+  auto back = parse_app_schema(to_json(s));
+  REQUIRE(back);
+  CHECK(back->params[1].pattern == hidden.pattern);
+  CHECK(back->params[2].only_with_values == std::vector<std::string>{"ps-async"});
+  CHECK(check_params(*back, {{"hidden", "128"}, {"strategy", "ps-async"}, {"staleness", "3"}}));
+  CHECK_THAT(check_params(*back, {{"hidden", "abc"}}).error(),
+             Catch::Contains("--set hidden=abc: hidden is of type string: widths separated by "
+                             "commas, e.g. 512,256 is expected"));
+  CHECK_THAT(check_params(*back, {{"hidden", "512,"}}).error(), Catch::Contains("hidden=512,:"));
+  CHECK_THAT(check_params(*back, {{"staleness", "3"}}).error(),
+             Catch::Contains("--set staleness=3: staleness applies only with strategy=ps-async "
+                             "(here strategy=single)"));
+  CHECK_THAT(parse_app_schema(R"({"app":"x","params":[{"name":"a","pattern":"(["}]})").error(),
+             Catch::Contains("is not a regular expression"));
 }

@@ -73,6 +73,21 @@ public:
   definition& string_param(std::string name, std::string def, std::string help = "");
   definition& choice_param(std::string name, std::string def, std::vector<std::string> values,
                            std::string help = "");
+  /// The last parameter declared (a string) must match `regex` whole (ECMAScript); `what`
+  /// says what is expected in the refusal ("widths separated by commas, e.g. 512,256").
+  definition& pattern(std::string regex, std::string what);
+  /// The last parameter declared may be set only when `other` has one of `values` (given
+  /// or by default): e.g. a staleness bound only with strategy=ps-async.
+  definition& only_with(std::string other, std::vector<std::string> values);
+
+  /// Every rank's actor runs on a thread of its own instead of CAF's shared scheduler:
+  /// for ranks that compute for long stretches in their handlers (a training step), so that
+  /// they do not hold up each other or the host's own actors.
+  definition& own_threads(bool on = true) {
+    own_threads_ = on;
+    return *this;
+  }
+  bool uses_own_threads() const { return own_threads_; }
 
   /// The actor every rank runs (the app's entry point); spawned once per rank.
   definition& entry(std::string actor_name, actor_fn fn);
@@ -97,6 +112,8 @@ public:
     std::string name, type, def, help;
     std::optional<double> min, max;
     std::vector<std::string> values;
+    std::string pattern, pattern_help, only_with;
+    std::vector<std::string> only_with_values;
   };
   struct actor_decl {
     std::string name;
@@ -117,6 +134,7 @@ private:
   std::vector<actor_decl> actors_;
   failure_policy policy_ = failure_policy::gang;
   bool data_plane_ = false;
+  bool own_threads_ = false;
   int max_restarts_ = 3;
   std::chrono::seconds window_{60};
 };

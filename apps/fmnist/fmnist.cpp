@@ -311,6 +311,8 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
             std::this_thread::sleep_for(std::chrono::duration<double>(st->compute_s * (slow - 1)));
             st->compute_s *= slow;
           }
+          s[0] = static_cast<float>(m.pass_result().loss_sum);
+          s[1] = static_cast<float>(m.pass_result().correct);
           s[3 + rank] = static_cast<float>(st->compute_s);
           if (rank == 0 && st->stop_next)
             s[2] = 1;
@@ -319,9 +321,9 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
         }
         st->pending[dp.allreduce(st->exchange.slice(first, count), monkey::app::reduce::sum)] = l;
       });
-      s[0] = static_cast<float>(res.loss_sum);
-      s[1] = static_cast<float>(res.correct);
       if (strategy == "single") {
+        s[0] = static_cast<float>(res.loss_sum); // (no collective reads the statistics)
+        s[1] = static_cast<float>(res.correct);
         st->dev->synchronize();
         st->compute_s = seconds_since(st->step_start);
         if (slow > 1) {

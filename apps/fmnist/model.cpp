@@ -142,6 +142,7 @@ devices::xent_result mlp::train_pass(float grad_scale, const std::function<void(
   float* delta = delta_a_.get();
   float* other = delta_b_.get();
   auto res = c_.softmax_xent(acts_.back().get(), labels_.get(), rows, sizes_.back(), grad_scale, delta);
+  last_ = res;
   for (int l = layers(); l >= 1; --l) {
     auto r = layer_range(l);
     int n_in = sizes_[static_cast<size_t>(l - 1)], n_out = sizes_[static_cast<size_t>(l)];

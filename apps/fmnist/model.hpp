@@ -62,6 +62,9 @@ public:
   /// of the global mean). `ready(l)` runs as soon as layer l's gradients are complete (the
   /// last layer first), e.g. to start their all-reduce while the backward pass goes on.
   devices::xent_result train_pass(float grad_scale, const std::function<void(int)>& ready = {});
+  /// The loss and correct count of the pass under way (known from the forward pass on: the
+  /// `ready` callbacks may read it).
+  const devices::xent_result& pass_result() const { return last_; }
 
   /// The loss and correct count of the loaded batch (forward only).
   devices::xent_result evaluate_batch();
@@ -86,6 +89,7 @@ private:
   std::vector<int> sizes_;
   int max_rows_;
   int rows_ = 0;
+  devices::xent_result last_;
   size_t count_;
   std::vector<size_t> offsets_; ///< per layer, where its W starts
   devices::device_array<float> w_, own_g_, v_;

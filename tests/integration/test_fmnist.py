@@ -1,0 +1,128 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Distributed training as an app (issue #12): the fmnist app trains an MLP on the real
+Fashion-MNIST across real app hosts on a local cluster, each strategy past a named accuracy,
+deterministically for a seed; bad parameters are refused at submit; kill -9 of a worker's
+node mid-training resumes from the checkpoint. Small models and few epochs: CI time."""
+import json
+
+from harness import check, kill9_a_part_host, nodes_up, points, run, wait_until
+
+SMALL = ["--set", "hidden=128", "--seed", "11"]
+
+
+def final_accuracy(c, job):
+    acc = points(c, job, "test_accuracy")
+    return acc[-1]["value"] if acc else 0.0
+
+
+def strategies_learn(c):
+    """single on one worker and allreduce on two (one per node: 2 cpus each) both pass 80 %
+    test accuracy after 2 epochs; every rank reports its time breakdown each step; rank 0
+    reports the loss, the throughput and the accuracy per epoch."""
+    nodes_up(c, 2)
+    single = c.submit("--app", "fmnist", "--set", "strategy=single", "--set", "epochs=2", *SMALL)
+    ring = c.submit("--app", "fmnist", "--workers", "2", "--cpus", "2", "--set",
+                    "strategy=allreduce", "--set", "epochs=2", *SMALL)
+    for job, name in ((single, "single"), (ring, "allreduce")):
+        s = c.wait_final(job, 180)
+        check(s["state"] == "succeeded", f"{name} trained: {s}")
+        acc = points(c, job, "test_accuracy")
+        check(len(acc) == 2 and acc[-1]["value"] >= 0.80,
+              f"{name}: 2 epochs, the last at least 80 % accurate: {acc}")
+        loss = points(c, job, "loss")
+        check(len(loss) == 2 * (60000 // 256) and loss[-1]["value"] < loss[0]["value"] / 2,
+              f"{name}: a loss per step, falling ({loss[0]}, {loss[-1]})")
+        check(points(c, job, "samples_per_s")[-1]["value"] > 0, f"{name}: throughput")
+    s = c.show(ring)
+    check(len(s["attempts"][-1]["hosts"]) == 2, f"the two workers ran on two nodes: {s['attempts']}")
+    for key in ("compute_s", "comm_s", "wait_s"):
+        series = points(c, ring, key)
+        check(sorted({p["rank"] for p in series}) == [0, 1] and len(series) == 2 * len(loss),
+              f"{key} from both ranks every step: {len(series)} points")
+    check(all(p["value"] > 0 for p in points(c, ring, "comm_s")[-20:]),
+          "the gradients' exchange takes time on the ring")
+    text = c.monkey("show", ring).stdout
+    check("test_accuracy" in text and "compute_s" in text, text)
+
+
+def training_is_deterministic(c):
+    """Two allreduce runs over two nodes with the same seed give the same loss at every
+    step, bit for bit (the ring sums in a fixed order, one BLAS thread per worker)."""
+    nodes_up(c, 2)
+    runs = []
+    for _ in range(2):
+        job = c.submit("--app", "fmnist", "--workers", "2", "--cpus", "2", "--set",
+                       "epochs=1", "--set", "hidden=64", "--seed", "3")
+        check(c.wait_final(job, 120)["state"] == "succeeded", "trained")
+        runs.append([p["value"] for p in sorted(points(c, job, "loss"), key=lambda p: p["step"])])
+    check(len(runs[0]) == 60000 // 256 and runs[0] == runs[1],
+          f"identical losses: {runs[0][:3]} vs {runs[1][:3]}")
+    other = c.submit("--app", "fmnist", "--workers", "2", "--cpus", "2", "--set", "epochs=1",
+                     "--set", "hidden=64", "--seed", "4")
+    c.wait_final(other, 120)
+    check([p["value"] for p in points(c, other, "loss")][:5] != runs[0][:5],
+          "another seed, other losses")
+
+
+def target_accuracy_stops_early(c):
+    """--set target_accuracy=0.8: the run ends once the test accuracy reaches it (every rank
+    stops after the same step), well before its 10 epochs, with time_to_target_s."""
+    nodes_up(c, 2)
+    job = c.submit("--app", "fmnist", "--workers", "2", "--cpus", "2", "--set", "epochs=10",
+                   "--set", "target_accuracy=0.8", *SMALL)
+    s = c.wait_final(job, 180)
+    check(s["state"] == "succeeded", f"it ended well: {s}")
+    acc = points(c, job, "test_accuracy")
+    check(acc and acc[-1]["value"] >= 0.8 and len(acc) < 10, f"stopped early: {acc}")
+    ttt = points(c, job, "time_to_target_s")
+    check(len(ttt) == 1 and ttt[0]["value"] > 0, f"time to target: {ttt}")
+    # Both ranks took the last step (the stop rides with the step after the evaluation).
+    last = {r: max(p["step"] for p in points(c, job, "compute_s") if p["rank"] == r) for r in (0, 1)}
+    check(last[0] == last[1], f"both ranks stopped after the same step: {last}")
+
+
+def bad_parameters_are_refused(c):
+    """At submit, naming the field: an unknown strategy, hidden widths that are not numbers,
+    no workers, a malformed throttle, a number where a number is out of range. At start: a
+    single-worker strategy on two workers fails with the reason in the log."""
+    nodes_up(c, 1)
+    for args, want in (
+        (["--set", "strategy=foo"], "--set strategy=foo: strategy is a choice"),
+        (["--set", "hidden=abc"], "--set hidden=abc: hidden is of type string: layer widths"),
+        (["--set", "throttle=fast"], "--set throttle=fast: throttle is of type string: RANK:FACTOR"),
+        (["--set", "lr=0"], "--set lr=0: lr is of type float: below its minimum"),
+        (["--workers", "0"], "--workers"),
+    ):
+        r = c.monkey("submit", "--app", "fmnist", *args, check_rc=False)
+        check(r.returncode != 0 and want in r.stderr, f"{args}: {r.stderr}")
+    job = c.submit("--app", "fmnist", "--workers", "2", "--set", "strategy=single")
+    s = c.wait_final(job, 120)
+    check(s["state"] == "failed", f"single on two workers fails: {s['state']}")
+    log = c.monkey("logs", job).stdout + c.monkey("logs", job, "--rank", "0").stdout
+    check("strategy=single trains on one worker, not 2" in log, log[-1500:])
+
+
+def resumes_after_kill9(c):
+    """allreduce on two of three nodes, checkpointing every 40 steps: kill -9 of the node
+    that hosts rank 1 mid-training; the owner starts the gang again, it resumes at a
+    checkpointed step past 0 and still ends above 80 %."""
+    nodes_up(c, 3)
+    job = c.submit("--app", "fmnist", "--workers", "2", "--cpus", "2", "--set", "epochs=3",
+                   "--set", "checkpoint_every=40", "--set", "throttle=0:3", "--max-requeues",
+                   "3", *SMALL)
+    s = wait_until(lambda: (lambda s: s if s["state"] == "running"
+                            and any(p["step"] >= 100 for p in points(c, job, "loss"))
+                            else None)(c.show(job)), 120, "training to pass step 100")
+    kill9_a_part_host(c, s)
+    s = c.wait_final(job, 300)
+    check(s["state"] == "succeeded" and len(s["attempts"]) >= 2,
+          f"trained to the end in a new attempt after losing a node: {s}")
+    resumed = points(c, job, "resumed_at")
+    check(resumed and resumed[-1]["value"] >= 80 and resumed[-1]["value"] % 40 == 0,
+          f"resumed at a checkpointed step past 0: {resumed}")
+    check(final_accuracy(c, job) >= 0.80, f"still learned: {final_accuracy(c, job)}")
+
+
+if __name__ == "__main__":
+    run(strategies_learn, training_is_deterministic, target_accuracy_stops_early,
+        bad_parameters_are_refused, resumes_after_kill9)

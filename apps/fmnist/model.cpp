@@ -43,7 +43,10 @@ double train_flops_per_sample(const std::vector<int>& sizes) {
   double w = 0;
   for (size_t l = 1; l < sizes.size(); ++l)
     w += static_cast<double>(sizes[l - 1]) * sizes[l];
-  return 6 * w;
+  // Forward 2 FLOPs per weight, the weights' gradient 2, the inputs' gradient 2 except for
+  // the first layer (nothing needs the gradient of the data).
+  double first = sizes.size() > 1 ? static_cast<double>(sizes[0]) * sizes[1] : 0;
+  return 6 * w - 2 * first;
 }
 
 mlp::mlp(devices::compute& c, std::vector<int> sizes, int max_rows, float* grads)

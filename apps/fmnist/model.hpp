@@ -24,7 +24,8 @@ expected<std::vector<int>> parse_hidden(const std::string& text);
 /// Parameters of an MLP with layer widths `sizes` (input, hidden..., output).
 size_t param_count(const std::vector<int>& sizes);
 
-/// FLOPs of one training sample (forward and backward GEMMs: 6 per weight).
+/// FLOPs of one training sample in the GEMMs (6 per weight, but 4 for the first layer's:
+/// nothing needs the gradient of the input).
 double train_flops_per_sample(const std::vector<int>& sizes);
 
 class mlp {

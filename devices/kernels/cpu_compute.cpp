@@ -17,6 +17,49 @@ namespace monkey::devices {
 
 namespace {
 
+// The element-wise loops, compiled for AVX-512, AVX2 and plain x86-64 and chosen at load by
+// the CPU (GCC's function multiversioning): the build stays portable, the machine's vector
+// width is used.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MONKEY_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define MONKEY_VECTOR_CLONES
+#endif
+
+MONKEY_VECTOR_CLONES
+void relu_loop(float* __restrict y, size_t n) {
+  for (size_t k = 0; k < n; ++k)
+    y[k] = y[k] > 0.0f ? y[k] : 0.0f;
+}
+
+MONKEY_VECTOR_CLONES
+void relu_grad_loop(const float* __restrict y, float* __restrict dy, size_t n) {
+  for (size_t k = 0; k < n; ++k)
+    dy[k] = y[k] > 0.0f ? dy[k] : 0.0f;
+}
+
+MONKEY_VECTOR_CLONES
+void add_row(float* __restrict row, const float* __restrict b, int cols) {
+  for (int c = 0; c < cols; ++c)
+    row[c] += b[c];
+}
+
+MONKEY_VECTOR_CLONES
+void sgd_loop(float* __restrict w, float* __restrict v, const float* __restrict g, size_t n,
+              float lr, float momentum, float weight_decay) {
+  for (size_t k = 0; k < n; ++k) {
+    float step = momentum * v[k] + (g[k] + weight_decay * w[k]);
+    v[k] = step;
+    w[k] = w[k] - lr * step;
+  }
+}
+
+MONKEY_VECTOR_CLONES
+void axpy_loop(float a, const float* __restrict x, float* __restrict y, size_t n) {
+  for (size_t k = 0; k < n; ++k)
+    y[k] = a * x[k] + y[k];
+}
+
 class cpu_compute final : public compute {
 public:
   explicit cpu_compute(int threads) : threads_(std::max(1, threads)) {
@@ -58,31 +101,19 @@ public:
   }
 
   void bias_add(float* y, const float* bias, int rows, int cols) override {
-    for (int r = 0; r < rows; ++r) {
-      float* __restrict row = y + static_cast<size_t>(r) * static_cast<size_t>(cols);
-      for (int c = 0; c < cols; ++c)
-        row[c] += bias[c];
-    }
+    for (int r = 0; r < rows; ++r)
+      add_row(y + static_cast<size_t>(r) * static_cast<size_t>(cols), bias, cols);
   }
 
   void bias_grad(const float* dy, float* db, int rows, int cols) override {
     std::fill(db, db + cols, 0.0f);
-    for (int r = 0; r < rows; ++r) {
-      const float* __restrict row = dy + static_cast<size_t>(r) * static_cast<size_t>(cols);
-      for (int c = 0; c < cols; ++c)
-        db[c] += row[c];
-    }
+    for (int r = 0; r < rows; ++r) // row by row: the same order as the CUDA kernel
+      add_row(db, dy + static_cast<size_t>(r) * static_cast<size_t>(cols), cols);
   }
 
-  void relu(float* y, size_t n) override {
-    for (size_t k = 0; k < n; ++k)
-      y[k] = y[k] > 0.0f ? y[k] : 0.0f;
-  }
+  void relu(float* y, size_t n) override { relu_loop(y, n); }
 
-  void relu_grad(const float* y, float* dy, size_t n) override {
-    for (size_t k = 0; k < n; ++k)
-      dy[k] = y[k] > 0.0f ? dy[k] : 0.0f;
-  }
+  void relu_grad(const float* y, float* dy, size_t n) override { relu_grad_loop(y, dy, n); }
 
   xent_result softmax_xent(const float* logits, const int32_t* labels, int rows, int cols,
                            float grad_scale, float* dlogits) override {
@@ -115,17 +146,10 @@ public:
 
   void sgd(float* w, float* v, const float* g, size_t n, float lr, float momentum,
            float weight_decay) override {
-    for (size_t k = 0; k < n; ++k) {
-      float step = momentum * v[k] + (g[k] + weight_decay * w[k]);
-      v[k] = step;
-      w[k] = w[k] - lr * step;
-    }
+    sgd_loop(w, v, g, n, lr, momentum, weight_decay);
   }
 
-  void axpy(float a, const float* x, float* y, size_t n) override {
-    for (size_t k = 0; k < n; ++k)
-      y[k] = a * x[k] + y[k];
-  }
+  void axpy(float a, const float* x, float* y, size_t n) override { axpy_loop(a, x, y, n); }
   void scale(float a, float* x, size_t n) override {
     for (size_t k = 0; k < n; ++k)
       x[k] = a * x[k];

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Issue #12's training benchmark, side by side in one run on this machine: the fmnist app
+# (784-512-256-10, global batch 256, SGD lr 0.05 momentum 0.9, one BLAS thread per worker)
+# on a local 2-node Monkey cluster, `single` (1 worker) and `allreduce` (2 workers), against
+# PyTorch (python3-torch: one process, and DistributedDataParallel over gloo with 2
+# processes; one thread per process; the same model, data, batch and optimizer), plus the
+# compute bound (GEMM FLOP/s ÷ FLOPs per sample, bench of fmnist_train with 1 thread).
+# Prints training throughput (median samples/s), time to 85 % test accuracy and the ratios.
+# Installs python3-torch (bench peer only) the first time.
+#   bash bench/fmnist_vs_ddp.sh [EPOCHS_FOR_THROUGHPUT]
+# The BLAS kernels follow the environment (OPENBLAS_CORETYPE; fmnist_train prints which).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${MONKEY_BIN_DIR:-$root/build/bin}
+epochs=${1:-2}
+torch_py() {
+  for py in /usr/bin/python3 python3; do
+    if "$py" -c 'import torch' 2>/dev/null; then echo "$py"; return 0; fi
+  done
+  return 1
+}
+if ! torch_py >/dev/null; then
+  echo "installing python3-torch (bench peer only)" >&2
+  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch >/dev/null
+fi
+py=$(torch_py)
+work=$(mktemp -d)
+export MONKEY_HOME=$work/home
+mkdir -p "$MONKEY_HOME"
+unset MONKEY_ADDRESS MONKEY_SECRET_FILE
+trap '"$bin/monkey" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+"$bin/monkey" up 2 >/dev/null
+
+# One Monkey run: prints "train impl=monkey-STRATEGY workers=W samples_per_s=… time_to_target_s=…".
+monkey_run() { # strategy workers epochs target
+  local job
+  job=$("$bin/monkey" submit --app fmnist --workers "$2" --cpus 1 --set strategy="$1" \
+        --set epochs="$3" --set target_accuracy="$4" --seed 1 --wait 2>/dev/null | tail -1)
+  "$py" - "$bin/monkey" "$job" "$1" "$2" <<'PY'
+import json, statistics, subprocess, sys
+monkey, job, strategy, workers = sys.argv[1:]
+def series(key):
+    out = subprocess.run([monkey, "show", job, "--metric", key, "--json"], capture_output=True,
+                         text=True, check=True).stdout
+    return [p["value"] for p in json.loads(out)["series"] if p.get("rank", 0) == 0]
+rates = series("samples_per_s")[5:]
+ttt = series("time_to_target_s")
+acc = series("test_accuracy")
+print(f"train impl=monkey-{strategy} workers={workers} samples_per_s={statistics.median(rates):.0f} "
+      f"time_to_target_s={ttt[0]:.1f}" if ttt else
+      f"train impl=monkey-{strategy} workers={workers} samples_per_s={statistics.median(rates):.0f} "
+      f"time_to_target_s=none", f"final_accuracy={acc[-1]:.4f}" if acc else "")
+PY
+}
+
+{
+  "$bin/fmnist_train" --epochs 1 --threads 1 | sed -n '1p;$p'
+  echo "-- throughput ($epochs epochs)"
+  monkey_run single 1 "$epochs" 0
+  "$py" "$root/bench/ddp_fmnist.py" 1 "$epochs" | grep '^train'
+  monkey_run allreduce 2 "$epochs" 0
+  "$py" "$root/bench/ddp_fmnist.py" 2 "$epochs" | grep '^train'
+  echo "-- time to 85 % test accuracy (at most 10 epochs)"
+  monkey_run single 1 10 0.85
+  "$py" "$root/bench/ddp_fmnist.py" 1 10 0.85 | grep '^train'
+  monkey_run allreduce 2 10 0.85
+  "$py" "$root/bench/ddp_fmnist.py" 2 10 0.85 | grep '^train'
+} | tee "$work/out.txt"
+
+"$py" - "$work/out.txt" <<'PY'
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+bound = next((float(m.group(1)) for l in lines if (m := re.search(r"bound_samples_per_s=(\d+)", l))), None)
+rows = [dict(kv.split("=") for kv in l.split()[1:] if "=" in kv) for l in lines if l.startswith("train impl=")]
+thr, ttt = rows[:4], rows[4:]
+def rate(rs, impl): return next(float(r["samples_per_s"]) for r in rs if r["impl"] == impl)
+def time(rs, impl):
+    v = next(r["time_to_target_s"] for r in rs if r["impl"] == impl)
+    return None if v == "none" else float(v)
+print("\nratios (same run):")
+print(f"  single, 1 worker:      monkey / pytorch      = {rate(thr, 'monkey-single') / rate(thr, 'pytorch'):.2f}")
+print(f"  allreduce, 2 workers:  monkey / pytorch-ddp  = {rate(thr, 'monkey-allreduce') / rate(thr, 'pytorch-ddp'):.2f}   (goal >= 1.3)")
+if bound:
+    print(f"  single vs the compute bound ({bound:.0f} samples/s, 1 thread) = {rate(thr, 'monkey-single') / bound:.2f}   (goal >= 0.9)")
+    print(f"  allreduce per worker vs the bound = {rate(thr, 'monkey-allreduce') / 2 / bound:.2f}")
+for a, b in (("monkey-single", "pytorch"), ("monkey-allreduce", "pytorch-ddp")):
+    ta, tb = time(ttt, a), time(ttt, b)
+    if ta and tb:
+        print(f"  time to 85 %: {a} {ta:.1f} s, {b} {tb:.1f} s: {tb / ta:.2f}x faster")
+PY

@@ -39,8 +39,11 @@ def strategies_learn(c):
         series = points(c, ring, key)
         check(sorted({p["rank"] for p in series}) == [0, 1] and len(series) == 2 * len(loss),
               f"{key} from both ranks every step: {len(series)} points")
-    check(all(p["value"] > 0 for p in points(c, ring, "comm_s")[-20:]),
-          "the gradients' exchange takes time on the ring")
+    comm = [p["value"] for p in points(c, ring, "comm_s")]
+    wait = [p["value"] for p in points(c, ring, "wait_s")]
+    # A step's exchange is split into waiting for the slower rank and the rest, never below 0.
+    check(min(comm) >= 0 and min(wait) >= 0 and sum(comm) > 0,
+          f"the gradients' exchange takes time on the ring: {sum(comm)} s in all")
     text = c.monkey("show", ring).stdout
     check("test_accuracy" in text and "compute_s" in text, text)
 
@@ -107,9 +110,10 @@ def resumes_after_kill9(c):
     that hosts rank 1 mid-training; the owner starts the gang again, it resumes at a
     checkpointed step past 0 and still ends above 80 %."""
     nodes_up(c, 3)
+    # Slow enough (rank 0 throttled 4x) that the kill lands mid-training on a busy machine.
     job = c.submit("--app", "fmnist", "--workers", "2", "--cpus", "2", "--set", "epochs=3",
-                   "--set", "checkpoint_every=40", "--set", "throttle=0:3", "--max-requeues",
-                   "3", *SMALL)
+                   "--set", "checkpoint_every=40", "--set", "throttle=0:4", "--set",
+                   "hidden=256", "--seed", "11", "--max-requeues", "3")
     s = wait_until(lambda: (lambda s: s if s["state"] == "running"
                             and any(p["step"] >= 100 for p in points(c, job, "loss"))
                             else None)(c.show(job)), 120, "training to pass step 100")
@@ -118,8 +122,12 @@ def resumes_after_kill9(c):
     check(s["state"] == "succeeded" and len(s["attempts"]) >= 2,
           f"trained to the end in a new attempt after losing a node: {s}")
     resumed = points(c, job, "resumed_at")
-    check(resumed and resumed[-1]["value"] >= 80 and resumed[-1]["value"] % 40 == 0,
-          f"resumed at a checkpointed step past 0: {resumed}")
+    first = s["attempts"][0]["number"]
+    reached = max(p["step"] for p in points(c, job, "loss") if p.get("attempt") == first)
+    check(resumed and 80 <= resumed[-1]["value"] <= reached + 1
+          and resumed[-1]["value"] % 40 == 0 and resumed[-1]["value"] < 3 * 234,
+          f"resumed mid-training at a checkpointed step the first attempt reached "
+          f"({reached}): {resumed}")
     check(final_accuracy(c, job) >= 0.80, f"still learned: {final_accuracy(c, job)}")
 
 

@@ -45,40 +45,29 @@ float float_of(uint32_t u) {
   return f;
 }
 
+/// d[k] += s[k], 32 bytes of lanes at a time (GCC's vector extension: SSE/AVX as the target
+/// allows), then one by one.
+template <class T>
+void add_vectorized(T* __restrict d, const T* __restrict s, uint64_t n) {
+  constexpr uint64_t lanes = 32 / sizeof(T);
+  typedef T vec __attribute__((vector_size(32)));
+  uint64_t k = 0;
+  for (; k + lanes <= n; k += lanes) {
+    vec a, b;
+    std::memcpy(&a, d + k, sizeof(a));
+    std::memcpy(&b, s + k, sizeof(b));
+    a = a + b;
+    std::memcpy(d + k, &a, sizeof(a));
+  }
+  for (; k < n; ++k)
+    d[k] = d[k] + s[k];
+}
+
 } // namespace
 
 void add_f32(float* __restrict d, const float* __restrict s, uint64_t n) {
-  // Eight lanes at a time (GCC's vector extension: SSE/AVX as the target allows).
-  typedef float v8 __attribute__((vector_size(32)));
-  uint64_t k = 0;
-  for (; k + 8 <= n; k += 8) {
-    v8 a, b;
-    std::memcpy(&a, d + k, sizeof(a));
-    std::memcpy(&b, s + k, sizeof(b));
-    a = a + b;
-    std::memcpy(d + k, &a, sizeof(a));
-  }
-  for (; k < n; ++k)
-    d[k] = d[k] + s[k];
+  add_vectorized(d, s, n);
 }
-
-namespace {
-
-void add_f64(double* __restrict d, const double* __restrict s, uint64_t n) {
-  typedef double v4 __attribute__((vector_size(32)));
-  uint64_t k = 0;
-  for (; k + 4 <= n; k += 4) {
-    v4 a, b;
-    std::memcpy(&a, d + k, sizeof(a));
-    std::memcpy(&b, s + k, sizeof(b));
-    a = a + b;
-    std::memcpy(d + k, &a, sizeof(a));
-  }
-  for (; k < n; ++k)
-    d[k] = d[k] + s[k];
-}
-
-} // namespace
 
 float bf16_to_f32(uint16_t h) {
   return float_of(static_cast<uint32_t>(h) << 16);
@@ -144,7 +133,7 @@ status check_reducible(dtype t, reduce_op op, const char* what) {
 void add_elems(dtype t, void* d, const void* s, uint64_t n) {
   switch (t) {
     case dtype::f32: return add_f32(static_cast<float*>(d), static_cast<const float*>(s), n);
-    case dtype::f64: return add_f64(static_cast<double*>(d), static_cast<const double*>(s), n);
+    case dtype::f64: return add_vectorized(static_cast<double*>(d), static_cast<const double*>(s), n);
     case dtype::i32: return add_wrapping<int32_t>(d, s, n);
     case dtype::i64: return add_wrapping<int64_t>(d, s, n);
     case dtype::bf16: return add_half<bf16_to_f32, f32_to_bf16>(d, s, n);

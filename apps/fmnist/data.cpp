@@ -115,15 +115,9 @@ std::vector<uint32_t> epoch_order(int32_t count, uint64_t seed, int64_t epoch) {
   for (int32_t i = 0; i < count; ++i)
     order[static_cast<size_t>(i)] = static_cast<uint32_t>(i);
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) * 0xD1B54A32D192ED03ull;
-  auto next = [&s] {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  };
   for (size_t i = order.size(); i > 1; --i) {
     // Unbiased enough for i < 2^32: a 64-bit draw reduced by multiplication.
-    auto j = static_cast<size_t>((static_cast<unsigned __int128>(next()) * i) >> 64);
+    auto j = static_cast<size_t>((static_cast<unsigned __int128>(splitmix64(s)) * i) >> 64);
     std::swap(order[i - 1], order[j]);
   }
   return order;

@@ -37,6 +37,15 @@ expected<dataset> load_split(const std::string& dir, const std::string& split);
 /// into `labels`.
 void gather(const dataset& d, const uint32_t* idx, int rows, float* out, int32_t* labels);
 
+/// splitmix64: the next 64 random bits from `state` (the same on every machine; the batch
+/// order and the model's initial weights both draw from it).
+inline uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 /// The order of the training samples in `epoch`: a permutation of [0, count) that depends
 /// only on the seed and the epoch (splitmix64 and Fisher–Yates: the same on every machine).
 std::vector<uint32_t> epoch_order(int32_t count, uint64_t seed, int64_t epoch);

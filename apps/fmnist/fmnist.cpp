@@ -110,6 +110,7 @@ struct rank_state {
 caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx) {
   auto st = std::make_shared<rank_state>();
   const auto strategy = ctx.param("strategy");
+  const bool single = strategy == "single";
   const auto rank = ctx.rank();
   const auto world = ctx.world_size();
   const auto batch = static_cast<int>(ctx.param_int("batch"));
@@ -127,7 +128,7 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
     self->quit(caf::make_error(caf::sec::runtime_error, why));
   };
   auto dp = ctx.tensors(self);
-  if (strategy == "single" && world != 1) {
+  if (single && world != 1) {
     fail("strategy=single trains on one worker, not " + std::to_string(world)
          + ": submit it with --workers 1, or use strategy=allreduce");
     return {};
@@ -223,7 +224,7 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
     double wait_s = std::min(exchange_s, std::max(0.0, slowest - st->compute_s));
     double loss = static_cast<double>(s[0]) / batch;
     bool stop = s[2] > 0;
-    if (st->dev->gpu() && strategy != "single") // the summed gradients back to the device
+    if (st->dev->gpu() && !single) // the summed gradients back to the device
       st->dev->upload(st->model->gradients(), s + st->stats, st->model->params() * sizeof(float));
     st->model->sgd(lr, momentum, wd);
     st->dev->synchronize();
@@ -274,6 +275,23 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
     self->send(self, next_step::value);
   };
 
+  // The end of this rank's forward and backward pass: its compute time (the throttle
+  // stretching it), then the statistics of the step into the exchange.
+  auto end_compute = [=] {
+    st->dev->synchronize();
+    st->compute_s = seconds_since(st->step_start);
+    if (slow > 1) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(st->compute_s * (slow - 1)));
+      st->compute_s *= slow;
+    }
+    float* s = st->exchange.f32();
+    s[0] = static_cast<float>(st->model->pass_result().loss_sum);
+    s[1] = static_cast<float>(st->model->pass_result().correct);
+    s[3 + rank] = static_cast<float>(st->compute_s);
+    if (rank == 0 && st->stop_next)
+      s[2] = 1;
+  };
+
   st->run_start = clock_type::now();
   self->send(self, next_step::value);
   return {
@@ -295,8 +313,8 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
       std::fill(s, s + st->stats, 0.0f);
       auto& m = *st->model;
       st->pending.clear();
-      auto res = m.train_pass(1.0f / static_cast<float>(batch), [&](int l) {
-        if (strategy == "single")
+      m.train_pass(1.0f / static_cast<float>(batch), [&](int l) {
+        if (single)
           return;
         auto r = m.layer_range(l);
         float* grads = st->exchange.f32() + st->stats;
@@ -305,32 +323,14 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
         auto first = st->stats + r.first, count = r.count;
         if (l == 1) {
           // The last layer to finish: the step's statistics ride along with it.
-          st->dev->synchronize();
-          st->compute_s = seconds_since(st->step_start);
-          if (slow > 1) {
-            std::this_thread::sleep_for(std::chrono::duration<double>(st->compute_s * (slow - 1)));
-            st->compute_s *= slow;
-          }
-          s[0] = static_cast<float>(m.pass_result().loss_sum);
-          s[1] = static_cast<float>(m.pass_result().correct);
-          s[3 + rank] = static_cast<float>(st->compute_s);
-          if (rank == 0 && st->stop_next)
-            s[2] = 1;
+          end_compute();
           first = 0;
           count += st->stats;
         }
         st->pending[dp.allreduce(st->exchange.slice(first, count), monkey::app::reduce::sum)] = l;
       });
-      if (strategy == "single") {
-        s[0] = static_cast<float>(res.loss_sum); // (no collective reads the statistics)
-        s[1] = static_cast<float>(res.correct);
-        st->dev->synchronize();
-        st->compute_s = seconds_since(st->step_start);
-        if (slow > 1) {
-          std::this_thread::sleep_for(std::chrono::duration<double>(st->compute_s * (slow - 1)));
-          st->compute_s *= slow;
-        }
-        s[3] = static_cast<float>(st->compute_s);
+      if (single) { // no exchange: the step ends here
+        end_compute();
         st->compute_end = clock_type::now();
         finish_step();
         return;

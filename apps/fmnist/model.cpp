@@ -88,12 +88,8 @@ mlp::range mlp::layer_range(int l) const {
 void mlp::init(uint64_t seed) {
   std::vector<float> host(count_);
   uint64_t s = seed ^ 0x5DEECE66Dull;
-  auto uniform = [&s] { // splitmix64 → [0, 1)
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+  auto uniform = [&s] { // [0, 1) in steps of 2^-24
+    return static_cast<float>(splitmix64(s) >> 40) * (1.0f / 16777216.0f);
   };
   for (int l = 1; l <= layers(); ++l) {
     auto r = layer_range(l);

@@ -15,6 +15,8 @@
 #include "runtime/dataplane/tcp_link.hpp"
 #include "runtime/dataplane/tls_channel.hpp"
 #include "runtime/dataplane/transport.hpp"
+#include "runtime/ids.hpp"
+#include "runtime/net/auth.hpp"
 
 namespace monkey::ckpt {
 
@@ -26,19 +28,6 @@ constexpr size_t secret_digits = 32;
 
 std::string errno_text() {
   return std::strerror(errno);
-}
-
-std::string random_hex(size_t digits) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::random_device rd;
-  static const char hex[] = "0123456789abcdef";
-  std::string out;
-  while (out.size() < digits) {
-    auto v = rng() ^ (static_cast<uint64_t>(rd()) << 32) ^ rd();
-    for (int i = 0; i < 16 && out.size() < digits; ++i, v >>= 4)
-      out.push_back(hex[v & 15]);
-  }
-  return out;
 }
 
 /// "<id>.<secret>" → id and secret; false when malformed.
@@ -89,7 +78,7 @@ expected<std::string> blob_server::start(const std::string& host) {
 }
 
 std::string blob_server::grant(const manifest& m, std::chrono::seconds ttl) {
-  auto secret = random_hex(secret_digits);
+  auto secret = to_hex(make_nonce().substr(0, secret_digits / 2)); // the system's CSPRNG
   auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> guard{mtx_};
   for (auto it = tickets_.begin(); it != tickets_.end();)

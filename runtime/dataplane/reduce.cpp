@@ -26,6 +26,14 @@ void add_half(void* dv, const void* sv, uint64_t n) {
     d[k] = from(to(d[k]) + to(s[k]));
 }
 
+template <class T>
+void divide_plain(void* dv, uint64_t n, int ranks) {
+  auto* d = static_cast<T*>(dv);
+  auto by = static_cast<T>(ranks);
+  for (uint64_t k = 0; k < n; ++k)
+    d[k] = d[k] / by;
+}
+
 template <float (*to)(uint16_t), uint16_t (*from)(float)>
 void divide_half(void* dv, uint64_t n, float by) {
   auto* d = static_cast<uint16_t*>(dv);
@@ -144,20 +152,8 @@ void add_elems(dtype t, void* d, const void* s, uint64_t n) {
 
 void divide_elems(dtype t, void* d, uint64_t n, int ranks) {
   switch (t) {
-    case dtype::f32: {
-      auto* p = static_cast<float*>(d);
-      auto by = static_cast<float>(ranks);
-      for (uint64_t k = 0; k < n; ++k)
-        p[k] = p[k] / by;
-      return;
-    }
-    case dtype::f64: {
-      auto* p = static_cast<double*>(d);
-      auto by = static_cast<double>(ranks);
-      for (uint64_t k = 0; k < n; ++k)
-        p[k] = p[k] / by;
-      return;
-    }
+    case dtype::f32: return divide_plain<float>(d, n, ranks);
+    case dtype::f64: return divide_plain<double>(d, n, ranks);
     case dtype::bf16: return divide_half<bf16_to_f32, f32_to_bf16>(d, n, static_cast<float>(ranks));
     case dtype::f16: return divide_half<f16_to_f32, f32_to_f16>(d, n, static_cast<float>(ranks));
     default: return; // refused by check_reducible

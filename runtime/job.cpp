@@ -74,6 +74,13 @@ std::vector<int32_t> parse_rank_list(const std::string& text) {
   return out;
 }
 
+std::string workers_text(const job_spec& s) {
+  auto text = std::to_string(s.workers) + (s.workers == 1 ? " worker" : " workers");
+  if (s.extra_ranks > 0)
+    text += " + " + std::to_string(s.extra_ranks) + (s.extra_ranks == 1 ? " more rank" : " more ranks");
+  return text;
+}
+
 status validate(const job_spec& s) {
   if (s.command.empty() && s.app.empty())
     return failure{"command: missing (give a command after `--`, or an app)"};
@@ -83,6 +90,11 @@ status validate(const job_spec& s) {
     return failure{"command: the executable is an empty string"};
   if (s.workers < 1 || s.workers > 4096)
     return failure{"workers: must be between 1 and 4096, got " + std::to_string(s.workers)};
+  if (s.app.empty() && s.extra_ranks != 0)
+    return failure{"extra_ranks: only an app's parameters add ranks to a job"};
+  if (s.extra_ranks < 0 || s.ranks() > 4096)
+    return failure{"workers: " + std::to_string(s.workers) + " workers and "
+                   + std::to_string(s.extra_ranks) + " more ranks of the app exceed 4096 ranks"};
   if (s.cpus < 1 || s.cpus > 4096)
     return failure{"cpus: must be between 1 and 4096, got " + std::to_string(s.cpus)};
   if (s.gpus < 0 || s.gpus > 64)

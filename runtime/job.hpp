@@ -67,6 +67,12 @@ struct job_spec {
   double retry_backoff_max_s = 60;
   /// An app job's ranks (`--workers`, spec key `workers`); cpus, gpus and mem are per worker.
   int32_t workers = 1;
+  /// Ranks the app asks for beyond the workers, from its parameters (fmnist's dedicated
+  /// parameter servers: `servers=2 ps_placement=dedicated`); set at submit from the app's
+  /// schema (never by clients), placed and counted like workers.
+  int32_t extra_ranks = 0;
+  /// Every rank of the gang: the workers and the app's extra ranks.
+  int32_t ranks() const { return workers + extra_ranks; }
   /// The app's build (a hash of its executable), chosen at submit: only nodes with this
   /// build run the job.
   std::string app_build;
@@ -76,7 +82,7 @@ struct job_spec {
   MSGPACK_DEFINE_MAP(name, command, app, params, cpus, gpus, gpu_mem_mb, mem_mb, tags, retries,
                      max_requeues, timeout_s, priority, workdir, env, seed, has_seed, after, array,
                      array_index, user, host, retry_backoff_s, retry_backoff_max_s, workers,
-                     app_build, time_estimate_s, checkpoint_from);
+                     app_build, time_estimate_s, checkpoint_from, extra_ranks);
 };
 
 struct attempt_record {
@@ -168,6 +174,9 @@ std::string param_env_name(const std::string& param);
 
 /// Checks a spec's values; returns "field: problem" or "" when valid.
 status validate(const job_spec& spec);
+
+/// "4 workers", or "4 workers + 2 more ranks" when the app asks for extra ranks.
+std::string workers_text(const job_spec& s);
 
 /// Expands an array expression ("0-9", "1,3,5", "0-99:10") into indices, or a failure.
 expected<std::vector<int32_t>> expand_array(const std::string& expr);

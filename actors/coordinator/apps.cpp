@@ -31,7 +31,7 @@ void part_report(coordinator_actor* self, caf::response_promise& rp, part_run& p
   metric_batch points;
   points.reserve(req.points.size());
   for (auto& pt : req.points) {
-    if (pt.rank < 0 || pt.rank >= p.rec.spec.workers || pt.key.empty() || pt.key.size() > 256)
+    if (pt.rank < 0 || pt.rank >= p.rec.spec.ranks() || pt.key.empty() || pt.key.size() > 256)
       continue;
     pt.job = p.job;
     pt.attempt = p.number;
@@ -63,7 +63,7 @@ void on_app_report(coordinator_actor* self, caf::response_promise rp, app_report
   metric_batch points;
   points.reserve(req.points.size());
   for (auto& p : req.points) {
-    if (p.rank < 0 || (rec && p.rank >= rec->spec.workers) || p.key.empty() || p.key.size() > 256)
+    if (p.rank < 0 || (rec && p.rank >= rec->spec.ranks()) || p.key.empty() || p.key.size() > 256)
       continue;
     p.job = *id;
     p.attempt = run->attempt;
@@ -144,7 +144,7 @@ void on_app_checkpoint(coordinator_actor* self, caf::response_promise rp,
   a.move = true;
   a.holders = rec->replicas;
   a.label = "ranks " + rank_list_text(req.ranks);
-  a.world = rec->spec.workers;
+  a.world = rec->spec.ranks();
   self->request(target, std::chrono::minutes(10), atoms::ckpt_save::value, std::move(a))
     .then(
       [=](ckpt_saved& saved) mutable {
@@ -179,7 +179,7 @@ caf::result<std::string> kill_rank(coordinator_actor* self, const std::string& n
     if ("worker-" + id.short_str() + "-" + std::to_string(run.attempt) != worker)
       continue;
     auto* rec = self->state.book.find(id);
-    if (text.empty() || *end != '\0' || rank < 0 || (rec && rank >= rec->spec.workers))
+    if (text.empty() || *end != '\0' || rank < 0 || (rec && rank >= rec->spec.ranks()))
       return make_error(errc::not_found, "job " + id.short_str() + " has no rank '" + text + "'");
     if (run.app_actors.empty())
       return make_error(errc::conflict, worker + " hosts no app actors (yet)");

@@ -53,9 +53,9 @@ resources per_worker(const job_spec& s) {
 resources need_of(const job_spec& s) {
   // Every worker on one node (a gang across nodes asks each node for its share).
   auto r = per_worker(s);
-  r.cpus *= s.workers;
-  r.mem_mb *= s.workers;
-  r.gpus *= s.workers;
+  r.cpus *= s.ranks();
+  r.mem_mb *= s.ranks();
+  r.gpus *= s.ranks();
   return r;
 }
 
@@ -261,9 +261,11 @@ void start_attempt(coordinator_actor* self, const job_id& id) {
   auto args = worker_args_for(st, *rec, at);
   args.request = launch_for(*rec, at, std::vector<int32_t>(gpus.begin(), gpus.end()), st.cfg.node,
                             st.cfg.cgroup_base);
-  if (!rec->spec.app.empty() || rec->spec.workers > 1) {
+  add_device_speed(args.request, st.cfg.devices, rec->spec,
+                   std::vector<int32_t>(gpus.begin(), gpus.end()));
+  if (!rec->spec.app.empty() || rec->spec.ranks() > 1) {
     std::vector<int32_t> ranks; // every rank on this node (for now)
-    for (int32_t r = 0; r < rec->spec.workers; ++r)
+    for (int32_t r = 0; r < rec->spec.ranks(); ++r)
       ranks.push_back(r);
     at.hosts = {st.cfg.node.str() + ":" + rank_list_text(ranks)};
     if (rec->spec.app.empty()) {
@@ -366,7 +368,7 @@ std::string explain_wait(coordinator_state& st, const job_id& id) {
                                         : std::string{});
     if (!spec.app.empty())
       what = "app '" + spec.app + "' (build " + spec.app_build + ") and " + what + " ("
-             + std::to_string(spec.workers) + " workers of " + std::to_string(spec.cpus)
+             + workers_text(spec) + " of " + std::to_string(spec.cpus)
              + " cpus" + (spec.gpus > 0 ? ", " + std::to_string(spec.gpus) + " gpus" : "")
              + ")";
     return "waits for a node with " + what + ": no alive member has room for it ("

@@ -228,6 +228,8 @@ lease_reply start_part(coordinator_actor* self, const gang_start_request& req) {
   args.stdout_path = at.log_out;
   args.request = launch_for(rec, at, std::vector<int32_t>(p.gpus.begin(), p.gpus.end()),
                             st.cfg.node, st.cfg.cgroup_base);
+  add_device_speed(args.request, st.cfg.devices, rec.spec,
+                   std::vector<int32_t>(p.gpus.begin(), p.gpus.end()));
   args.request.mem_limit_mb = args.mem_limit_mb;
   // A gang command job's checkpoint directory is saved where rank 0 runs (rank 0 saves, as
   // torch DDP scripts do); every part restores it.
@@ -377,8 +379,8 @@ void on_lease_answer(coordinator_actor* self, const job_id& id, const std::strin
       if (rep.granted)
         release_lease(self, n, id, lease);
     if (!refused.empty())
-      st.gang_why[id] = "waits for its gang of " + std::to_string(rec ? rec->spec.workers : 0)
-                        + " workers to be placed: the last placement round was refused ("
+      st.gang_why[id] = "waits for its gang of " + (rec ? workers_text(rec->spec) : std::string{"?"})
+                        + " to be placed: the last placement round was refused ("
                         + refused + "); it tries again";
     st.gang_next_ms[id] = now_ms() + retry_after_ms;
     self->delayed_send(self, std::chrono::milliseconds(retry_after_ms + 5),
@@ -644,7 +646,7 @@ void poll_gang(coordinator_actor* self, const job_id& id) {
 } // namespace
 
 bool is_gang(const job_spec& spec) {
-  return spec.workers > 1 || !spec.app.empty();
+  return spec.ranks() > 1 || !spec.app.empty();
 }
 
 void place_gangs(coordinator_actor* self, const std::vector<queued_job>& queue,
@@ -679,7 +681,7 @@ void place_gangs(coordinator_actor* self, const std::vector<queued_job>& queue,
     }
     auto per = per_worker(rec->spec);
     auto& spec = rec->spec;
-    auto what = std::to_string(spec.workers) + " workers"
+    auto what = workers_text(spec)
                 + (spec.app.empty() ? std::string{}
                                     : " of app '" + spec.app + "' (build " + spec.app_build + ")")
                 + " of " + std::to_string(spec.cpus) + " cpus"
@@ -718,7 +720,7 @@ void place_gangs(coordinator_actor* self, const std::vector<queued_job>& queue,
     };
     // What it waits for, when it does not start a round now.
     auto reserve = [&] {
-      auto whole = plan_gang(per, rec->spec.workers, candidates(false, false));
+      auto whole = plan_gang(per, rec->spec.ranks(), candidates(false, false));
       for (auto& p : whole.parts)
         reserved.insert(p.node);
     };
@@ -733,14 +735,14 @@ void place_gangs(coordinator_actor* self, const std::vector<queued_job>& queue,
       reserve();
       continue;
     }
-    auto gp = plan_gang(per, rec->spec.workers, candidates(true, true), what);
+    auto gp = plan_gang(per, rec->spec.ranks(), candidates(true, true), what);
     if (gp.parts.empty() && !refused.empty()) {
       refused.clear(); // every candidate refused lately: ask them all again
-      gp = plan_gang(per, rec->spec.workers, candidates(true, false), what);
+      gp = plan_gang(per, rec->spec.ranks(), candidates(true, false), what);
     }
     if (gp.parts.empty()) {
-      auto mine = plan_gang(per, rec->spec.workers, candidates(false, false), what);
-      auto whole = plan_gang(per, rec->spec.workers, candidates(false, false, false), what);
+      auto mine = plan_gang(per, rec->spec.ranks(), candidates(false, false), what);
+      auto whole = plan_gang(per, rec->spec.ranks(), candidates(false, false, false), what);
       st.gang_why[q.id] = whole.parts.empty() ? whole.why
                           : mine.parts.empty()
                             ? "waits behind earlier gangs of its owner (the gang order: "

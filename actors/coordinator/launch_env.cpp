@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "actors/coordinator/launch_env.hpp"
 
+#include <algorithm>
+
 extern char** environ;
 
 namespace monkey {
@@ -56,13 +58,26 @@ launch_request launch_for(const job_record& rec, const attempt_record& at,
   return req;
 }
 
+void add_device_speed(launch_request& req, const std::vector<devices::device_info>& devices,
+                      const job_spec& spec, const std::vector<int32_t>& gpus) {
+  double gflops = 0;
+  for (auto& d : devices) {
+    if (!gpus.empty() && d.kind == "cuda" && d.index == gpus.front())
+      gflops = d.gflops;
+    if (gpus.empty() && d.kind == "cpu" && d.slots > 0)
+      gflops = d.gflops * std::min(spec.cpus, d.slots) / d.slots;
+  }
+  if (gflops > 0)
+    req.env.push_back("MONKEY_GFLOPS=" + std::to_string(gflops));
+}
+
 void add_app_host(launch_request& req, const job_record& rec, const attempt_record& at,
                   const app_host_launch& h) {
   req.argv = {h.executable.empty() ? "monkey-app-" + rec.spec.app : h.executable, "--host"};
   std::map<std::string, std::string> add = h.env;
   add["MONKEY_APP"] = rec.spec.app;
   add["MONKEY_APP_RANKS"] = rank_list_text(h.ranks);
-  add["MONKEY_WORLD_SIZE"] = std::to_string(rec.spec.workers);
+  add["MONKEY_WORLD_SIZE"] = std::to_string(rec.spec.ranks());
   add["MONKEY_NODE_ADDRESS"] = h.node_address;
   add["MONKEY_APP_KEY"] = h.attempt_key;
   add["MONKEY_RANK_LOGS"] = at.log_out;
@@ -80,7 +95,7 @@ void add_app_host(launch_request& req, const job_record& rec, const attempt_reco
 void add_gang_runner(launch_request& req, const job_record& rec, const attempt_record& at,
                      const std::string& runtime_exe, int64_t kill_grace_ms,
                      const gang_layout* part) {
-  std::vector<std::string> argv{runtime_exe, "__gang", std::to_string(rec.spec.workers)};
+  std::vector<std::string> argv{runtime_exe, "__gang", std::to_string(rec.spec.ranks())};
   if (part)
     argv.insert(argv.end(), {"--ranks", rank_list_text(part->ranks), "--group",
                              std::to_string(part->group), "--master",

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/device.hpp"
 #include "runtime/job.hpp"
 #include "runtime/process/launcher.hpp"
 
@@ -24,6 +25,12 @@ launch_request launch_for(const job_record& rec, const attempt_record& at,
                           const std::vector<int32_t>& gpus, const node_id& node,
                           const std::string& cgroup_base,
                           const std::map<std::string, std::string>& base_env = inherited_env());
+
+/// MONKEY_GFLOPS: the measured GEMM speed of what each worker computes on (its first GPU,
+/// else its `cpus` of the CPU's slots), for apps that split work by speed (fmnist's
+/// split=speed); not set when the node has no figure.
+void add_device_speed(launch_request& req, const std::vector<devices::device_info>& devices,
+                      const job_spec& spec, const std::vector<int32_t>& gpus);
 
 /// An app job's host process on this node: which executable, which ranks, and how it
 /// reaches the node (docs/writing-apps.md, "The app host").

@@ -86,3 +86,38 @@ TEST_CASE("an app attempt starts the app's host with its ranks, its node and its
   add_app_host(req, rec, at, h);
   CHECK(req.argv.front() == "monkey-app-hello");
 }
+
+TEST_CASE("an app's world counts its extra ranks; MONKEY_GFLOPS is the worker's device's "
+          "speed", "[coordinator][launch_env]") {
+  job_record rec;
+  rec.id = job_id::generate();
+  rec.spec.app = "fmnist";
+  rec.spec.workers = 2;
+  rec.spec.extra_ranks = 3;
+  rec.spec.cpus = 2;
+  attempt_record at;
+  at.number = 1;
+  auto req = launch_for(rec, at, {}, node_id{0xab}, "", {});
+  app_host_launch h;
+  h.ranks = {0, 1, 2, 3, 4};
+  add_app_host(req, rec, at, h);
+  auto has = [&](const launch_request& r, const std::string& kv) {
+    return std::find(r.env.begin(), r.env.end(), kv) != r.env.end();
+  };
+  CHECK(has(req, "MONKEY_WORLD_SIZE=5"));
+  CHECK(workers_text(rec.spec) == "2 workers + 3 more ranks");
+  std::vector<devices::device_info> devs(2);
+  devs[0].kind = "cpu", devs[0].slots = 8, devs[0].gflops = 80;
+  devs[1].kind = "cuda", devs[1].index = 1, devs[1].gflops = 9000;
+  auto cpu = launch_for(rec, at, {}, node_id{0xab}, "", {});
+  add_device_speed(cpu, devs, rec.spec, {});
+  CHECK(has(cpu, "MONKEY_GFLOPS=" + std::to_string(20.0))); // 2 of 8 cores
+  auto gpu = launch_for(rec, at, {1}, node_id{0xab}, "", {});
+  add_device_speed(gpu, devs, rec.spec, {1});
+  CHECK(has(gpu, "MONKEY_GFLOPS=" + std::to_string(9000.0)));
+  devs[0].gflops = 0; // not measured: no figure
+  auto none = launch_for(rec, at, {}, node_id{0xab}, "", {});
+  add_device_speed(none, devs, rec.spec, {});
+  CHECK(std::none_of(none.env.begin(), none.env.end(),
+                     [](const std::string& kv) { return kv.rfind("MONKEY_GFLOPS=", 0) == 0; }));
+}

@@ -147,6 +147,9 @@ status check_app(const coordinator_state& st, job_spec& spec) {
   if (auto bad = check_params(*schema, spec.params); !bad)
     return bad;
   spec.app_build = app->build;
+  spec.extra_ranks = extra_ranks(*schema, spec.params);
+  if (auto bad = validate(spec); !bad)
+    return bad;
   return {};
 }
 

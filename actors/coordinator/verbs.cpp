@@ -243,13 +243,13 @@ void on_logs(coordinator_actor* self, caf::response_promise rp, const logs_reque
   r.attempts = static_cast<int32_t>(rec.attempts.size());
   r.offset = req.offset;
   auto max = std::min<uint32_t>(req.max_bytes == 0 ? 65536 : req.max_bytes, 1 << 20);
-  bool ranked = !rec.spec.app.empty() || rec.spec.workers > 1;
-  if (req.rank >= 0 && (!ranked || req.rank >= rec.spec.workers))
+  bool ranked = !rec.spec.app.empty() || rec.spec.ranks() > 1;
+  if (req.rank >= 0 && (!ranked || req.rank >= rec.spec.ranks()))
     return rp.deliver(make_error(errc::bad_request,
                                  "--rank " + std::to_string(req.rank) + ": job " + id->short_str()
                                    + (!ranked ? " has no ranks (one process, no --workers)"
                                               : " has ranks 0 to "
-                                                  + std::to_string(rec.spec.workers - 1))));
+                                                  + std::to_string(rec.spec.ranks() - 1))));
   // A gang across nodes: the rank's log (without --rank: the attempt's output, rank 0's
   // part's) is on the node that hosted it.
   if (spans_nodes(at, st.self_node())) {

@@ -49,7 +49,7 @@ double train_flops_per_sample(const std::vector<int>& sizes) {
   return 6 * w - 2 * first;
 }
 
-mlp::mlp(devices::compute& c, std::vector<int> sizes, int max_rows, float* grads)
+mlp::mlp(devices::compute& c, std::vector<int> sizes, int max_rows, float* grads, float* weights)
   : c_(c), sizes_(std::move(sizes)), max_rows_(max_rows), count_(param_count(sizes_)) {
   size_t at = 0;
   for (int l = 1; l <= layers(); ++l) {
@@ -57,7 +57,10 @@ mlp::mlp(devices::compute& c, std::vector<int> sizes, int max_rows, float* grads
     at += static_cast<size_t>(sizes_[static_cast<size_t>(l - 1)]) * static_cast<size_t>(sizes_[static_cast<size_t>(l)])
           + static_cast<size_t>(sizes_[static_cast<size_t>(l)]);
   }
-  w_ = devices::device_array<float>(c_, count_);
+  if (weights && !c_.gpu())
+    w_ext_ = weights;
+  else
+    w_ = devices::device_array<float>(c_, count_);
   v_ = devices::device_array<float>(c_, count_);
   if (grads && !c_.gpu())
     g_ = grads;
@@ -85,19 +88,27 @@ mlp::range mlp::layer_range(int l) const {
   return {offsets_[static_cast<size_t>(l - 1)], in * out + out};
 }
 
-void mlp::init(uint64_t seed) {
-  std::vector<float> host(count_);
+std::vector<float> initial_params(const std::vector<int>& sizes, uint64_t seed) {
+  std::vector<float> host(param_count(sizes));
   uint64_t s = seed ^ 0x5DEECE66Dull;
   auto uniform = [&s] { // [0, 1) in steps of 2^-24
     return static_cast<float>(splitmix64(s) >> 40) * (1.0f / 16777216.0f);
   };
-  for (int l = 1; l <= layers(); ++l) {
-    auto r = layer_range(l);
-    float bound = 1.0f / std::sqrt(static_cast<float>(sizes_[static_cast<size_t>(l - 1)]));
-    for (size_t k = 0; k < r.count; ++k)
-      host[r.first + k] = (2.0f * uniform() - 1.0f) * bound;
+  size_t at = 0;
+  for (size_t l = 1; l < sizes.size(); ++l) {
+    auto count = static_cast<size_t>(sizes[l - 1]) * static_cast<size_t>(sizes[l])
+                 + static_cast<size_t>(sizes[l]);
+    float bound = 1.0f / std::sqrt(static_cast<float>(sizes[l - 1]));
+    for (size_t k = 0; k < count; ++k)
+      host[at + k] = (2.0f * uniform() - 1.0f) * bound;
+    at += count;
   }
-  w_.upload(host.data(), count_);
+  return host;
+}
+
+void mlp::init(uint64_t seed) {
+  auto host = initial_params(sizes_, seed);
+  c_.upload(weights(), host.data(), count_ * sizeof(float));
   c_.fill(v_.get(), 0.0f, count_);
   c_.fill(gradients(), 0.0f, count_);
 }
@@ -124,7 +135,7 @@ void mlp::forward(int rows) {
   for (int l = 1; l <= layers(); ++l) {
     auto r = layer_range(l);
     int n_in = sizes_[static_cast<size_t>(l - 1)], n_out = sizes_[static_cast<size_t>(l)];
-    const float* w = w_.get() + r.first;
+    const float* w = weights() + r.first;
     const float* b = w + static_cast<size_t>(n_in) * static_cast<size_t>(n_out);
     float* out = acts_[static_cast<size_t>(l - 1)].get();
     c_.gemm(false, false, rows, n_out, n_in, 1.0f, in, w, 0.0f, out);
@@ -151,7 +162,7 @@ devices::xent_result mlp::train_pass(float grad_scale, const std::function<void(
     c_.gemm(true, false, n_in, n_out, rows, 1.0f, in, delta, 0.0f, gw);
     c_.bias_grad(delta, gb, rows, n_out);
     if (l > 1) {
-      const float* w = w_.get() + r.first;
+      const float* w = weights() + r.first;
       c_.gemm(false, true, rows, n_in, n_out, 1.0f, delta, w, 0.0f, other);
       c_.relu_grad(in, other, static_cast<size_t>(rows) * static_cast<size_t>(n_in));
       std::swap(delta, other);
@@ -186,12 +197,12 @@ mlp::score mlp::evaluate(const dataset& d) {
 }
 
 void mlp::sgd(float lr, float momentum, float weight_decay) {
-  c_.sgd(w_.get(), v_.get(), gradients(), count_, lr, momentum, weight_decay);
+  c_.sgd(weights(), v_.get(), gradients(), count_, lr, momentum, weight_decay);
 }
 
 std::vector<float> mlp::save() const {
   std::vector<float> out(2 * count_);
-  w_.download(out.data(), count_);
+  c_.download(out.data(), weights(), count_ * sizeof(float));
   v_.download(out.data() + count_, count_);
   return out;
 }
@@ -201,7 +212,7 @@ status mlp::restore(const std::vector<float>& state) {
     return failure{"the saved model holds " + std::to_string(state.size() / 2)
                    + " parameters, this one " + std::to_string(count_)
                    + " (another hidden= than the run that saved it?)"};
-  w_.upload(state.data(), count_);
+  c_.upload(weights(), state.data(), count_ * sizeof(float));
   v_.upload(state.data() + count_, count_);
   return {};
 }

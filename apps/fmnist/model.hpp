@@ -28,12 +28,18 @@ size_t param_count(const std::vector<int>& sizes);
 /// nothing needs the gradient of the input).
 double train_flops_per_sample(const std::vector<int>& sizes);
 
+/// The initial parameters of an MLP of `sizes` from `seed` as mlp::init sets them (a
+/// parameter server's shard takes its range).
+std::vector<float> initial_params(const std::vector<int>& sizes, uint64_t seed);
+
 class mlp {
 public:
   /// Layer widths `sizes` ({784, 512, 256, 10}), batches of up to `max_rows`. `grads`:
   /// memory of param_count(sizes) floats the gradients are written to when the device is
   /// the CPU (a data plane tensor: no copy before an all-reduce); null: the model's own.
-  mlp(devices::compute& c, std::vector<int> sizes, int max_rows, float* grads = nullptr);
+  /// `weights`: likewise for the parameters (a parameter server's replies land there).
+  mlp(devices::compute& c, std::vector<int> sizes, int max_rows, float* grads = nullptr,
+      float* weights = nullptr);
 
   const std::vector<int>& sizes() const { return sizes_; }
   size_t params() const { return count_; }
@@ -44,7 +50,8 @@ public:
   };
   range layer_range(int l) const;
 
-  float* weights() { return w_.get(); }
+  float* weights() { return w_ext_ ? w_ext_ : w_.get(); }
+  const float* weights() const { return w_ext_ ? w_ext_ : w_.get(); }
   float* gradients() { return g_ ? g_ : own_g_.get(); }
   float* momentum() { return v_.get(); }
   devices::compute& device() { return c_; }
@@ -95,6 +102,7 @@ private:
   std::vector<size_t> offsets_; ///< per layer, where its W starts
   devices::device_array<float> w_, own_g_, v_;
   float* g_ = nullptr;
+  float* w_ext_ = nullptr;
   devices::device_array<float> x_;                    ///< the batch (rows × input)
   devices::device_array<int32_t> labels_;
   std::vector<devices::device_array<float>> acts_;    ///< per layer, rows × width

@@ -15,6 +15,7 @@
 #include <set>
 #include <csignal>
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
@@ -49,31 +50,50 @@ definition& definition::add(param_decl p) {
   return *this;
 }
 
+namespace {
+
+definition::param_decl make_param(std::string name, std::string type, std::string def,
+                                  std::string help, std::optional<double> min = {},
+                                  std::optional<double> max = {},
+                                  std::vector<std::string> values = {}) {
+  definition::param_decl p;
+  p.name = std::move(name);
+  p.type = std::move(type);
+  p.def = std::move(def);
+  p.help = std::move(help);
+  p.min = min;
+  p.max = max;
+  p.values = std::move(values);
+  return p;
+}
+
+} // namespace
+
 definition& definition::int_param(std::string name, int64_t def, int64_t min, int64_t max,
                                   std::string help) {
-  return add({std::move(name), "int", std::to_string(def), std::move(help),
-              static_cast<double>(min), static_cast<double>(max), {}});
+  return add(make_param(std::move(name), "int", std::to_string(def), std::move(help),
+                        static_cast<double>(min), static_cast<double>(max)));
 }
 
 definition& definition::float_param(std::string name, double def, double min, double max,
                                     std::string help) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.15g", def);
-  return add({std::move(name), "float", buf, std::move(help), min, max, {}});
+  return add(make_param(std::move(name), "float", buf, std::move(help), min, max));
 }
 
 definition& definition::bool_param(std::string name, bool def, std::string help) {
-  return add({std::move(name), "bool", def ? "true" : "false", std::move(help), {}, {}, {}});
+  return add(make_param(std::move(name), "bool", def ? "true" : "false", std::move(help)));
 }
 
 definition& definition::string_param(std::string name, std::string def, std::string help) {
-  return add({std::move(name), "string", std::move(def), std::move(help), {}, {}, {}});
+  return add(make_param(std::move(name), "string", std::move(def), std::move(help)));
 }
 
 definition& definition::choice_param(std::string name, std::string def,
                                      std::vector<std::string> values, std::string help) {
-  return add({std::move(name), "choice", std::move(def), std::move(help), {}, {},
-              std::move(values)});
+  return add(make_param(std::move(name), "choice", std::move(def), std::move(help), {}, {},
+                        std::move(values)));
 }
 
 definition& definition::pattern(std::string regex, std::string what) {
@@ -88,6 +108,15 @@ definition& definition::only_with(std::string other, std::vector<std::string> va
   if (!params_.empty()) {
     params_.back().only_with = std::move(other);
     params_.back().only_with_values = std::move(values);
+  }
+  return *this;
+}
+
+definition& definition::adds_ranks(std::string when, std::vector<std::string> values) {
+  if (!params_.empty()) {
+    params_.back().adds_ranks = true;
+    params_.back().ranks_when = std::move(when);
+    params_.back().ranks_when_values = std::move(values);
   }
   return *this;
 }
@@ -132,6 +161,9 @@ app_schema schema_of(const definition& d) {
     q.pattern_help = p.pattern_help;
     q.only_with = p.only_with;
     q.only_with_values = p.only_with_values;
+    q.adds_ranks = p.adds_ranks;
+    q.ranks_when = p.ranks_when;
+    q.ranks_when_values = p.ranks_when_values;
     s.params.push_back(std::move(q));
   }
   return s;
@@ -171,6 +203,12 @@ context::context(std::shared_ptr<host_state> host, int32_t rank)
   : host_(std::move(host)), rank_(rank) {}
 
 int32_t context::world_size() const { return host_->world; }
+
+double context::device_gflops() const {
+  auto* v = std::getenv("MONKEY_GFLOPS");
+  double g = v ? std::atof(v) : 0;
+  return g > 0 && std::isfinite(g) ? g : 0;
+}
 const std::string& context::job_id() const { return host_->job; }
 int32_t context::attempt() const { return host_->attempt; }
 uint64_t context::seed() const { return host_->seed; }
@@ -312,7 +350,9 @@ caf::actor context::spawn(const std::string& actor_name) const {
     if (a.name == actor_name) {
       auto fn = a.fn;
       auto ctx = *this;
-      return host_->sys->spawn([fn, ctx](caf::event_based_actor* self) { return fn(self, ctx); });
+      auto body = [fn, ctx](caf::event_based_actor* self) { return fn(self, ctx); };
+      return host_->app->uses_own_threads() ? host_->sys->spawn<caf::detached>(body)
+                                            : host_->sys->spawn(body);
     }
   return nullptr;
 }

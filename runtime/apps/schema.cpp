@@ -62,6 +62,13 @@ std::string to_json(const app_schema& s) {
       q["only_with"] = p.only_with;
       q["only_with_values"] = p.only_with_values;
     }
+    if (p.adds_ranks) {
+      q["adds_ranks"] = true;
+      if (!p.ranks_when.empty()) {
+        q["ranks_when"] = p.ranks_when;
+        q["ranks_when_values"] = p.ranks_when_values;
+      }
+    }
     j["params"].push_back(q);
   }
   return j.dump();
@@ -97,6 +104,13 @@ expected<app_schema> parse_app_schema(const std::string& text) {
         p.only_with = q.value("only_with", "");
         if (q.contains("only_with_values"))
           p.only_with_values = q.at("only_with_values").get<std::vector<std::string>>();
+        p.adds_ranks = q.value("adds_ranks", false);
+        p.ranks_when = q.value("ranks_when", "");
+        if (q.contains("ranks_when_values"))
+          p.ranks_when_values = q.at("ranks_when_values").get<std::vector<std::string>>();
+        if (p.adds_ranks && p.type != "int")
+          return failure{"parameter " + p.name + ": adds ranks, so it must be an int, not a "
+                         + p.type};
         if (!p.pattern.empty()) {
           try {
             std::regex check(p.pattern);
@@ -215,6 +229,22 @@ std::map<std::string, std::string> with_defaults(const app_schema& s,
   for (auto& p : s.params)
     out.emplace(p.name, p.default_value);
   return out;
+}
+
+int32_t extra_ranks(const app_schema& s, const std::map<std::string, std::string>& params) {
+  auto all = with_defaults(s, params);
+  int64_t extra = 0;
+  for (auto& p : s.params) {
+    if (!p.adds_ranks)
+      continue;
+    if (!p.ranks_when.empty()) {
+      auto& vals = p.ranks_when_values;
+      if (std::find(vals.begin(), vals.end(), all[p.ranks_when]) == vals.end())
+        continue;
+    }
+    extra += std::clamp<int64_t>(std::atoll(all[p.name].c_str()), 0, 4096);
+  }
+  return static_cast<int32_t>(std::min<int64_t>(extra, 4096));
 }
 
 const app_entry* find_app(const std::vector<member>& members, const std::string& name,

@@ -27,6 +27,12 @@ struct app_param {
   std::string pattern_help; ///< what the pattern means, for the refusal ("widths like 512,256")
   std::string only_with;    ///< may be set only when this other parameter...
   std::vector<std::string> only_with_values; ///< ...has one of these values (given or default)
+  /// An int parameter whose value is a count of ranks the app needs beyond the job's
+  /// workers (fmnist's dedicated parameter servers), when `ranks_when` (if named) has one of
+  /// `ranks_when_values`.
+  bool adds_ranks = false;
+  std::string ranks_when;
+  std::vector<std::string> ranks_when_values;
 };
 
 struct app_schema {
@@ -53,6 +59,9 @@ std::string check_value(const app_param& p, const std::string& value);
 /// that belongs with another's values (only_with) set only with them. A failure reads
 /// "--set NAME=VALUE: ..." and names the field; `workers` gets a hint (it is a spec field).
 status check_params(const app_schema& s, const std::map<std::string, std::string>& params);
+
+/// The ranks a submission's parameters add beyond its workers (app_param::adds_ranks).
+int32_t extra_ranks(const app_schema& s, const std::map<std::string, std::string>& params);
 
 /// The parameters with every default filled in.
 std::map<std::string, std::string> with_defaults(const app_schema& s,

@@ -131,3 +131,31 @@ TEST_CASE("a string's pattern and a parameter that belongs with another's values
   CHECK_THAT(parse_app_schema(R"({"app":"x","params":[{"name":"a","pattern":"(["}]})").error(),
              Catch::Contains("is not a regular expression"));
 }
+
+TEST_CASE("a parameter that adds ranks: counted when its condition holds, kept in the JSON "
+          "form, an int only", "[runtime][apps]") {
+  app_schema s;
+  s.app = "fmnist";
+  auto placement = param("ps_placement", "choice", "colocated", std::nullopt, std::nullopt,
+                         {"colocated", "dedicated"}, "");
+  auto servers = param("servers", "int", "1", 1.0, 256.0, {}, "");
+  servers.adds_ranks = true;
+  servers.ranks_when = "ps_placement";
+  servers.ranks_when_values = {"dedicated"};
+  s.params = {placement, servers};
+  CHECK(extra_ranks(s, {}) == 0); // colocated by default
+  CHECK(extra_ranks(s, {{"servers", "3"}}) == 0);
+  CHECK(extra_ranks(s, {{"ps_placement", "dedicated"}}) == 1); // the default servers=1
+  CHECK(extra_ranks(s, {{"ps_placement", "dedicated"}, {"servers", "3"}}) == 3);
+  auto back = parse_app_schema(to_json(s));
+  REQUIRE(back);
+  CHECK(extra_ranks(*back, {{"ps_placement", "dedicated"}, {"servers", "2"}}) == 2);
+  // Without a condition it always counts.
+  s.params[1].ranks_when.clear();
+  CHECK(extra_ranks(s, {{"servers", "4"}}) == 4);
+  // Only an int can be a count of ranks.
+  s.params[0].adds_ranks = true;
+  auto bad = parse_app_schema(to_json(s));
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error(), Catch::Contains("ps_placement: adds ranks, so it must be an int"));
+}

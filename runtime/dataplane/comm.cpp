@@ -134,6 +134,15 @@ void communicator::close() {
       }
       fail_peer(*p, "data plane: the communicator closed");
     }
+  std::deque<pending_recv> mine;
+  {
+    std::lock_guard<std::mutex> guard{self_.m};
+    self_.closed = true;
+    mine.swap(self_.posted);
+    self_.sent.clear();
+  }
+  for (auto& r : mine)
+    r.done(failure{"data plane: the communicator closed"}, {});
   ccv_.notify_all();
   for (auto& p : peers_)
     if (p) {
@@ -361,7 +370,81 @@ void communicator::tx_loop(peer& p) {
   }
 }
 
+namespace {
+
+/// `from`'s bytes into `r`'s buffer (or a copy of them when it has none): the receive's
+/// tensor, or why it cannot take them.
+expected<buffer> copy_for(const buffer& from, buffer into, int32_t rank, uint32_t tag) {
+  if (into.empty()) {
+    buffer copy(from.type(), from.count());
+    std::memcpy(copy.data(), from.data(), from.bytes());
+    return copy;
+  }
+  if (into.type() != from.type() || into.count() != from.count())
+    return failure{"data plane: rank " + std::to_string(rank) + " sent itself "
+                   + std::to_string(from.count()) + " " + to_string(from.type())
+                   + " elements under tag " + std::to_string(tag) + "; the receive expected "
+                   + std::to_string(into.count()) + " " + to_string(into.type())};
+  std::memcpy(into.data(), from.data(), from.bytes());
+  return into;
+}
+
+} // namespace
+
+void communicator::send_self(uint32_t tag, buffer buf, completion done) {
+  std::unique_lock<std::mutex> lock{self_.m};
+  if (self_.closed) {
+    lock.unlock();
+    return done(failure{"data plane: the communicator closed"}, {});
+  }
+  auto it = std::find_if(self_.posted.begin(), self_.posted.end(),
+                         [&](const pending_recv& r) { return r.tag == tag; });
+  if (it == self_.posted.end()) {
+    buffer copy(buf.type(), buf.count());
+    std::memcpy(copy.data(), buf.data(), buf.bytes());
+    self_.sent[tag].push_back(std::move(copy));
+    lock.unlock();
+    return done({}, {});
+  }
+  auto r = std::move(*it);
+  self_.posted.erase(it);
+  lock.unlock();
+  auto got = copy_for(buf, std::move(r.into), rank_, tag);
+  done({}, {});
+  if (got)
+    r.done({}, std::move(*got));
+  else
+    r.done(failure{got.error()}, {});
+}
+
+void communicator::recv_self(pending_recv r) {
+  std::unique_lock<std::mutex> lock{self_.m};
+  if (self_.closed) {
+    lock.unlock();
+    return r.done(failure{"data plane: the communicator closed"}, {});
+  }
+  auto it = self_.sent.find(r.tag);
+  if (it == self_.sent.end()) {
+    self_.posted.push_back(std::move(r));
+    return;
+  }
+  auto frame = std::move(it->second.front());
+  it->second.pop_front();
+  if (it->second.empty())
+    self_.sent.erase(it);
+  lock.unlock();
+  if (r.into.empty())
+    return r.done({}, std::move(frame)); // the copy is the receive's now
+  auto got = copy_for(frame, std::move(r.into), rank_, r.tag);
+  if (got)
+    r.done({}, std::move(*got));
+  else
+    r.done(failure{got.error()}, {});
+}
+
 void communicator::send(int32_t to, uint32_t tag, buffer buf, completion done) {
+  if (to == rank_)
+    return send_self(tag, std::move(buf), std::move(done));
   if (to < 0 || to >= world_ || to == rank_ || !peers_[static_cast<size_t>(to)]) {
     done(failure{"data plane: rank " + std::to_string(rank_) + " cannot send to rank "
                  + std::to_string(to) + " (world of " + std::to_string(world_) + ")"},
@@ -401,6 +484,8 @@ void communicator::recv(int32_t from, uint32_t tag, buffer into, completion done
 }
 
 void communicator::post_recv(int32_t from, pending_recv r) {
+  if (from == rank_ && !r.add)
+    return recv_self(std::move(r));
   if (from < 0 || from >= world_ || from == rank_ || !peers_[static_cast<size_t>(from)]) {
     r.done(failure{"data plane: rank " + std::to_string(rank_) + " cannot receive from rank "
                    + std::to_string(from) + " (world of " + std::to_string(world_) + ")"},

@@ -97,7 +97,9 @@ public:
   /// The transport to `peer` ("tcp", "shm", "local"; "" for itself or none).
   std::string transport(int32_t peer) const;
 
-  /// Sends `buf` to `to` under `tag` (user tags below 2^31).
+  /// Sends `buf` to `to` under `tag` (user tags below 2^31). A rank may send to itself (two
+  /// actors of one rank, e.g. a worker and the parameter server beside it): the frame is
+  /// copied in memory to its receive.
   void send(int32_t to, uint32_t tag, buffer buf, completion done);
   /// Receives the next frame `from` sends under `tag`: into `into` when given (its type and
   /// count must match the frame's), else into a new buffer of the frame's size.
@@ -129,6 +131,15 @@ private:
     buffer buf;
     completion done;
   };
+  /// Frames a rank sends to itself: matched with its receives in memory.
+  struct self_link {
+    std::mutex m;
+    std::deque<pending_recv> posted;
+    std::map<uint32_t, std::deque<buffer>> sent; ///< copies sent before their receive
+    bool closed = false;
+  };
+  void send_self(uint32_t tag, buffer buf, completion done);
+  void recv_self(pending_recv r);
   void rx_loop(peer& p);
   void tx_loop(peer& p);
   void fail_peer(peer& p, const std::string& why);
@@ -157,6 +168,7 @@ private:
   int32_t rank_, world_;
   comm_options opts_;
   std::vector<std::unique_ptr<peer>> peers_;
+  self_link self_;
   std::map<std::string, uint32_t> group_seq_; ///< the collective thread's only
   std::atomic<uint64_t> early_bytes_{0};      ///< frames kept before their receive
 

@@ -202,11 +202,57 @@ TEST_CASE("point-to-point: tags match sends to receives in any order; a receive 
                                             "expected 4 float32"));
   REQUIRE(a.wait([&](completion d) { a.send(1, 11, y, d); }));
   CHECK(b.wait([&](completion d) { b.recv(0, 11, buffer::f32(3), d); }));
-  // Out of range and self.
-  CHECK_THAT(a.wait([&](completion d) { a.send(0, 1, y, d); }).error(),
-             Catch::Contains("cannot send to rank 0"));
+  // Out of range.
+  CHECK_THAT(a.wait([&](completion d) { a.send(2, 1, y, d); }).error(),
+             Catch::Contains("cannot send to rank 2"));
   CHECK_THAT(a.wait([&](completion d) { a.recv(5, 1, y, d); }).error(),
              Catch::Contains("cannot receive from rank 5"));
+}
+
+TEST_CASE("a rank sends to itself: copies matched by tag in order, before or after the "
+          "receive; a wrong size is an error; closing fails a waiting receive",
+          "[runtime][dataplane]") {
+  auto w = local_world(2);
+  auto& a = *w[0];
+  auto x = inputs(0, 1000, 1), y = inputs(0, 3, 2);
+  // Sent before the receive: a copy (the sender may reuse its tensor at once).
+  REQUIRE(a.wait([&](completion d) { a.send(0, 4, x, d); }));
+  REQUIRE(a.wait([&](completion d) { a.send(0, 4, y, d); })); // the same tag: in order
+  x[0] += 1.0f;
+  std::promise<buffer> first;
+  a.recv(0, 4, {}, [&](const status& st, buffer got) {
+    CHECK(st);
+    first.set_value(got);
+  });
+  auto got = first.get_future().get();
+  REQUIRE(got.count() == 1000);
+  CHECK(got[0] + 1.0f == x[0]);
+  CHECK(std::memcmp(static_cast<float*>(got.data()) + 1, static_cast<float*>(x.data()) + 1,
+                    999 * sizeof(float)) == 0);
+  auto into = buffer::f32(3);
+  REQUIRE(a.wait([&](completion d) { a.recv(0, 4, into, d); }));
+  CHECK(std::memcmp(into.data(), y.data(), y.bytes()) == 0);
+  // Posted first: the send copies straight into it.
+  auto posted = std::async(std::launch::async,
+                           [&] { return a.wait([&](completion d) { a.recv(0, 5, into, d); }); });
+  auto z = inputs(0, 3, 9);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(a.wait([&](completion d) { a.send(0, 5, z, d); }));
+  REQUIRE(posted.get());
+  CHECK(std::memcmp(into.data(), z.data(), z.bytes()) == 0);
+  // A wrong size fails the receive, naming both.
+  REQUIRE(a.wait([&](completion d) { a.send(0, 6, x, d); }));
+  auto wrong = a.wait([&](completion d) { a.recv(0, 6, buffer::f32(4), d); });
+  REQUIRE_FALSE(wrong);
+  CHECK_THAT(wrong.error(), Catch::Contains("sent itself 1000 float32 elements under tag 6"));
+  // A receive nothing answers ends when the communicator closes.
+  auto waiting = std::async(std::launch::async,
+                            [&] { return a.wait([&](completion d) { a.recv(0, 7, into, d); }); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  a.close();
+  auto closed = waiting.get();
+  REQUIRE_FALSE(closed);
+  CHECK_THAT(closed.error(), Catch::Contains("closed"));
 }
 
 TEST_CASE("collectives in one process equal the ring-order reference bit for bit",

@@ -48,23 +48,79 @@ def strategies_learn(c):
     check("test_accuracy" in text and "compute_s" in text, text)
 
 
+def ps_strategies_learn(c):
+    """ps-sync with two servers colocated with two workers, and ps-async with one dedicated
+    server rank (the gang gets a third rank, placed like a worker), each past 80 % after 2
+    epochs; every worker reports its time breakdown each step."""
+    nodes_up(c, 3)
+    sync = c.submit("--app", "fmnist", "--workers", "2", "--cpus", "1", "--set",
+                    "strategy=ps-sync", "--set", "servers=2", "--set", "epochs=2", *SMALL)
+    asyn = c.submit("--app", "fmnist", "--workers", "2", "--cpus", "1", "--set",
+                    "strategy=ps-async", "--set", "ps_placement=dedicated", "--set",
+                    "staleness=2", "--set", "epochs=2", *SMALL)
+    for job, name in ((sync, "ps-sync"), (asyn, "ps-async")):
+        s = c.wait_final(job, 240)
+        check(s["state"] == "succeeded", f"{name} trained: {s}")
+        acc = points(c, job, "test_accuracy")
+        check(len(acc) == 2 and acc[-1]["value"] >= 0.80,
+              f"{name}: 2 epochs, the last at least 80 % accurate: {acc}")
+        loss = points(c, job, "loss")
+        check(len(loss) == 2 * (60000 // 256) and loss[-1]["value"] < loss[0]["value"] / 2,
+              f"{name}: a loss per step, falling ({loss[0]}, {loss[-1]})")
+        for key in ("compute_s", "comm_s", "wait_s"):
+            series = points(c, job, key)
+            check(sorted({p["rank"] for p in series}) == [0, 1] and len(series) == 2 * len(loss),
+                  f"{name}: {key} from both workers every step: {len(series)} points")
+        check(min(p["value"] for p in points(c, job, "comm_s")) >= 0, f"{name}: comm_s >= 0")
+    s = c.show(asyn)
+    check(s["workers"] == 2 and s["extra_ranks"] == 1, f"a dedicated server is a rank: {s}")
+    log = c.monkey("logs", asyn, "--rank", "2").stdout
+    check("parameter server (async, staleness 2) of shard(s) 0" in log
+          and "on a rank of its own" in log, log[-1500:])
+    log = c.monkey("logs", sync, "--rank", "1").stdout
+    check("beside worker 1" in log, log[-1500:])
+    check("workers + 1 more rank" in c.monkey("show", asyn).stdout, "show counts the server rank")
+
+
 def training_is_deterministic(c):
-    """Two allreduce runs over two nodes with the same seed give the same loss at every
-    step, bit for bit (the ring sums in a fixed order, one BLAS thread per worker)."""
+    """Two allreduce runs over two nodes with the same seed and split=equal give the same
+    loss at every step, bit for bit (the ring sums in a fixed order, one BLAS thread per
+    worker); so do two ps-sync runs (the servers sum in worker order)."""
     nodes_up(c, 2)
-    runs = []
-    for _ in range(2):
-        job = c.submit("--app", "fmnist", "--workers", "2", "--cpus", "2", "--set",
-                       "epochs=1", "--set", "hidden=64", "--seed", "3")
-        check(c.wait_final(job, 120)["state"] == "succeeded", "trained")
-        runs.append([p["value"] for p in sorted(points(c, job, "loss"), key=lambda p: p["step"])])
-    check(len(runs[0]) == 60000 // 256 and runs[0] == runs[1],
-          f"identical losses: {runs[0][:3]} vs {runs[1][:3]}")
-    other = c.submit("--app", "fmnist", "--workers", "2", "--cpus", "2", "--set", "epochs=1",
-                     "--set", "hidden=64", "--seed", "4")
+    base = ["--app", "fmnist", "--workers", "2", "--cpus", "2", "--set", "epochs=1", "--set",
+            "hidden=64", "--set", "split=equal"]
+    for strategy in ("allreduce", "ps-sync"):
+        runs = []
+        for _ in range(2):
+            job = c.submit(*base, "--set", f"strategy={strategy}", "--seed", "3")
+            check(c.wait_final(job, 120)["state"] == "succeeded", "trained")
+            runs.append([p["value"] for p in sorted(points(c, job, "loss"), key=lambda p: p["step"])])
+        check(len(runs[0]) == 60000 // 256 and runs[0] == runs[1],
+              f"{strategy}: identical losses: {runs[0][:3]} vs {runs[1][:3]}")
+    other = c.submit(*base, "--seed", "4")
     c.wait_final(other, 120)
     check([p["value"] for p in points(c, other, "loss")][:5] != runs[0][:5],
           "another seed, other losses")
+
+
+def throttled_worker_gets_less(c):
+    """split=speed (the default) with worker 1 throttled 3x: its share of the global batch
+    shrinks toward a quarter within the first steps, recorded as `share` points; with
+    split=equal both keep half."""
+    nodes_up(c, 2)
+    base = ["--app", "fmnist", "--workers", "2", "--cpus", "2", "--set", "epochs=1", "--set",
+            "hidden=256", "--set", "throttle=1:3", "--seed", "5"]
+    job = c.submit(*base)
+    check(c.wait_final(job, 180)["state"] == "succeeded", "trained")
+    share = {r: [p["value"] for p in sorted(points(c, job, "share"), key=lambda p: p["step"])
+                 if p["rank"] == r] for r in (0, 1)}
+    check(share[0][0] == share[1][0] == 128, f"equal to start: {share}")
+    check(share[1][-1] < 100 and share[0][-1] + share[1][-1] == 256,
+          f"the throttled worker computes fewer rows: {share}")
+    eq = c.submit(*base, "--set", "split=equal")
+    check(c.wait_final(eq, 180)["state"] == "succeeded", "trained")
+    shares = {p["value"] for p in points(c, eq, "share")}
+    check(shares == {128}, f"split=equal keeps half each: {shares}")
 
 
 def target_accuracy_stops_early(c):
@@ -95,6 +151,9 @@ def bad_parameters_are_refused(c):
         (["--set", "throttle=fast"], "--set throttle=fast: throttle is of type string: RANK:FACTOR"),
         (["--set", "lr=0"], "--set lr=0: lr is of type float: below its minimum"),
         (["--workers", "0"], "--workers"),
+        (["--set", "staleness=3"], "--set staleness=3: staleness applies only with "
+                                   "strategy=ps-async (here strategy=allreduce)"),
+        (["--set", "ps_placement=dedicated"], "ps_placement applies only with strategy="),
     ):
         r = c.monkey("submit", "--app", "fmnist", *args, check_rc=False)
         check(r.returncode != 0 and want in r.stderr, f"{args}: {r.stderr}")
@@ -131,6 +190,30 @@ def resumes_after_kill9(c):
     check(final_accuracy(c, job) >= 0.80, f"still learned: {final_accuracy(c, job)}")
 
 
+def ps_resumes_after_kill9(c):
+    """ps-sync with a dedicated server rank, checkpointing every 40 steps: kill -9 of a node
+    that hosts a rank mid-training; the gang starts again, the server from its shard's
+    checkpoint, the workers at the same step, and it still ends above 80 %."""
+    nodes_up(c, 3)
+    # Three ranks of one cpu: the two nodes left hold the new attempt.
+    job = c.submit("--app", "fmnist", "--workers", "2", "--cpus", "1", "--set", "epochs=3",
+                   "--set", "strategy=ps-sync", "--set", "ps_placement=dedicated",
+                   "--set", "checkpoint_every=40", "--set", "throttle=0:4", "--set",
+                   "hidden=256", "--seed", "11", "--max-requeues", "3")
+    s = wait_until(lambda: (lambda s: s if s["state"] == "running"
+                            and any(p["step"] >= 100 for p in points(c, job, "loss"))
+                            else None)(c.show(job)), 120, "training to pass step 100")
+    kill9_a_part_host(c, s)
+    s = c.wait_final(job, 300)
+    check(s["state"] == "succeeded" and len(s["attempts"]) >= 2,
+          f"trained to the end in a new attempt after losing a node: {s}")
+    resumed = points(c, job, "resumed_at")
+    check(resumed and resumed[-1]["value"] >= 80 and resumed[-1]["value"] % 40 == 0,
+          f"resumed mid-training at a checkpointed step: {resumed}")
+    check(final_accuracy(c, job) >= 0.80, f"still learned: {final_accuracy(c, job)}")
+
+
 if __name__ == "__main__":
-    run(strategies_learn, training_is_deterministic, target_accuracy_stops_early,
-        bad_parameters_are_refused, resumes_after_kill9)
+    run(strategies_learn, ps_strategies_learn, training_is_deterministic,
+        throttled_worker_gets_less, target_accuracy_stops_early, bad_parameters_are_refused,
+        resumes_after_kill9, ps_resumes_after_kill9)

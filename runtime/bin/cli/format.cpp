@@ -101,6 +101,7 @@ json to_json(const show_reply& r) {
           {"app", rec.spec.app},
           {"app_build", rec.spec.app_build},
           {"workers", rec.spec.workers},
+          {"extra_ranks", rec.spec.extra_ranks},
           {"params", rec.spec.params},
           {"cpus", rec.spec.cpus},
           {"gpus", rec.spec.gpus},

@@ -44,13 +44,13 @@ int run_show(context& ctx, const std::string& id, const std::string& metric) {
   std::printf("command   %s\n",
               rec.spec.app.empty() ? command_line(rec.spec).c_str()
                                    : ("app " + rec.spec.app + " (build " + rec.spec.app_build
-                                      + "), " + std::to_string(rec.spec.workers) + " workers")
+                                      + "), " + workers_text(rec.spec))
                                        .c_str());
   for (auto& [k, v] : rec.spec.params)
     std::printf("param     %s=%s\n", k.c_str(), v.c_str());
   std::printf("resources cpus=%d gpus=%d mem=%lldMB%s\n", rec.spec.cpus, rec.spec.gpus,
               static_cast<long long>(rec.spec.mem_mb),
-              rec.spec.workers > 1 ? " per worker" : "");
+              rec.spec.ranks() > 1 ? " per rank" : "");
   char backoff[64] = "none";
   if (rec.spec.retry_backoff_s > 0)
     std::snprintf(backoff, sizeof(backoff), "%gs..%gs", rec.spec.retry_backoff_s,

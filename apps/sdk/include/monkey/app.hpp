@@ -79,6 +79,11 @@ public:
   /// The last parameter declared may be set only when `other` has one of `values` (given
   /// or by default): e.g. a staleness bound only with strategy=ps-async.
   definition& only_with(std::string other, std::vector<std::string> values);
+  /// The last parameter declared (an int) is a number of ranks the app needs beyond the
+  /// job's workers (e.g. dedicated parameter servers), when `when` (if named) has one of
+  /// `values`: the job's gang gets them, placed and counted like workers, and
+  /// context::world_size() includes them (the workers are ranks 0..workers-1).
+  definition& adds_ranks(std::string when = "", std::vector<std::string> values = {});
 
   /// Every rank's actor runs on a thread of its own instead of CAF's shared scheduler:
   /// for ranks that compute for long stretches in their handlers (a training step), so that
@@ -114,6 +119,9 @@ public:
     std::vector<std::string> values;
     std::string pattern, pattern_help, only_with;
     std::vector<std::string> only_with_values;
+    bool adds_ranks = false;
+    std::string ranks_when;
+    std::vector<std::string> ranks_when_values;
   };
   struct actor_decl {
     std::string name;
@@ -248,6 +256,9 @@ public:
   int32_t attempt() const;    ///< 1 for the first run of the job, 2 for its first retry, ...
   uint64_t seed() const;      ///< the job's seed (the same for every attempt and rank)
   int32_t restarts() const;   ///< how often this rank was started again in this attempt
+  /// The measured GEMM speed (GFLOP/s) of what this worker computes on: its GPU, or its
+  /// share of the node's CPU (the node's device measurement); 0 when the node has none.
+  double device_gflops() const;
 
   /// The job's parameters, defaults filled in (the schema checked them at submit).
   const std::map<std::string, std::string>& params() const;
@@ -298,7 +309,8 @@ public:
     return monkey::app::tensors{host_, rank_, caf::actor_cast<caf::actor>(self)};
   }
 
-  /// Spawns another actor type of the app (definition::actor) with this rank's context.
+  /// Spawns another actor type of the app (definition::actor) with this rank's context (on
+  /// a thread of its own when the app asks for own_threads()).
   caf::actor spawn(const std::string& actor_name) const;
 
 private:

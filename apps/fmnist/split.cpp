@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "apps/fmnist/split.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace monkey::fmnist {
+
+std::vector<int> equal_shares(int batch, int n) {
+  std::vector<int> out(static_cast<size_t>(std::max(n, 0)));
+  for (int r = 0; r < n; ++r)
+    out[static_cast<size_t>(r)] = batch / n + (r < batch % n ? 1 : 0);
+  return out;
+}
+
+std::vector<int> proportional_shares(int batch, const std::vector<double>& speed) {
+  auto n = static_cast<int>(speed.size());
+  if (n == 0)
+    return {};
+  double known = 0;
+  int counted = 0;
+  for (double s : speed)
+    if (s > 0 && std::isfinite(s)) {
+      known += s;
+      ++counted;
+    }
+  if (counted == 0)
+    return equal_shares(batch, n);
+  double mean = known / counted;
+  std::vector<double> w(speed.size());
+  double total = 0;
+  for (size_t i = 0; i < speed.size(); ++i) {
+    w[i] = speed[i] > 0 && std::isfinite(speed[i]) ? speed[i] : mean;
+    total += w[i];
+  }
+  // Each worker's floor of its exact share (at least one row when there are rows enough),
+  // then the rows left to the largest remainders, or the rows too many (from the minimum)
+  // taken from the largest shares.
+  int least = batch >= n ? 1 : 0;
+  std::vector<int> out(speed.size());
+  std::vector<double> rest(speed.size());
+  int given = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    double exact = batch * w[i] / total;
+    out[i] = std::max(least, static_cast<int>(std::floor(exact)));
+    rest[i] = exact - std::floor(exact);
+    given += out[i];
+  }
+  std::vector<size_t> order(w.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return rest[a] > rest[b]; });
+  for (size_t k = 0; given < batch; k = (k + 1) % order.size(), ++given)
+    out[order[k]] += 1;
+  while (given > batch) {
+    auto big = std::max_element(out.begin(), out.end());
+    *big -= 1;
+    --given;
+  }
+  return out;
+}
+
+std::vector<int> offsets_of(const std::vector<int>& shares) {
+  std::vector<int> out(shares.size());
+  int at = 0;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    out[i] = at;
+    at += shares[i];
+  }
+  return out;
+}
+
+std::string shares_text(const std::vector<int>& shares) {
+  std::string out;
+  for (auto s : shares)
+    out += (out.empty() ? "" : "/") + std::to_string(s);
+  return out;
+}
+
+speed_split::speed_split(int batch, std::vector<double> initial, int every, double tolerance,
+                         int warmup)
+  : batch_(batch), every_(std::max(every, 1)), tolerance_(tolerance),
+    shares_(proportional_shares(batch, initial)), rows_(initial.size()),
+    seconds_(initial.size()), warmup_(warmup) {}
+
+void speed_split::resume(const std::vector<int>& shares) {
+  if (shares.size() != shares_.size() || std::accumulate(shares.begin(), shares.end(), 0) != batch_
+      || *std::min_element(shares.begin(), shares.end()) < 0)
+    return;
+  shares_ = shares;
+}
+
+bool speed_split::observe(const std::vector<double>& compute_s) {
+  if (compute_s.size() != shares_.size())
+    return false;
+  if (warmup_ > 0) {
+    --warmup_;
+    return false;
+  }
+  for (size_t i = 0; i < shares_.size(); ++i) {
+    rows_[i] += shares_[i];
+    seconds_[i] += std::max(compute_s[i], 1e-9);
+  }
+  if (++seen_ < every_)
+    return false;
+  bool first = speed_.empty();
+  speed_.resize(shares_.size());
+  for (size_t i = 0; i < speed_.size(); ++i) {
+    double now = rows_[i] / seconds_[i];
+    speed_[i] = first ? now : 0.5 * speed_[i] + 0.5 * now;
+  }
+  auto& speed = speed_;
+  std::fill(rows_.begin(), rows_.end(), 0.0);
+  std::fill(seconds_.begin(), seconds_.end(), 0.0);
+  seen_ = 0;
+  auto next = proportional_shares(batch_, speed);
+  bool worth = false;
+  for (size_t i = 0; i < next.size(); ++i)
+    if (std::abs(next[i] - shares_[i]) > tolerance_ * std::max(shares_[i], 1))
+      worth = true;
+  if (!worth)
+    return false;
+  shares_ = std::move(next);
+  return true;
+}
+
+} // namespace monkey::fmnist

@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// How fmnist splits each step's global batch among its workers (issue #12; docs/fmnist.md,
+// "The pseudo-homogeneous split"): equally, or in proportion to each worker's speed —
+// first the devices' measured GEMM speed, then the measured compute time of the steps — so
+// that unlike devices finish each step together. Every worker computes the same shares
+// from the same figures (they reach every worker with the step's statistics), so no
+// message decides them. Plain C++: no CAF (split.test.cpp).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace monkey::fmnist {
+
+/// `batch` rows split evenly: the first batch % n workers one more.
+std::vector<int> equal_shares(int batch, int n);
+
+/// `batch` rows in proportion to `speed` (any positive unit), by largest remainder (ties
+/// to the lower worker), every worker at least one row (batch ≥ workers); speeds that are
+/// not positive count as the mean of the others (or all equal when none is).
+std::vector<int> proportional_shares(int batch, const std::vector<double>& speed);
+
+/// Where each worker's rows start in the global batch (the shares' prefix sums).
+std::vector<int> offsets_of(const std::vector<int>& shares);
+
+/// "128/128" — the shares as recorded with the job.
+std::string shares_text(const std::vector<int>& shares);
+
+/// Follows the workers' speed in rows per second of compute over a window of steps and
+/// says when the shares should change. Deterministic: the same observations give the same
+/// decisions on every worker.
+class speed_split {
+public:
+  /// `initial`: each worker's device speed (GFLOP/s; 0: unknown), `every`: steps between
+  /// rebalances, `tolerance`: the least relative change of any share worth a rebalance.
+  /// The first `warmup` observations are not counted (a first step also pays for its
+  /// threads starting and its memory being touched).
+  speed_split(int batch, std::vector<double> initial, int every = 20, double tolerance = 0.06,
+              int warmup = 3);
+
+  const std::vector<int>& shares() const { return shares_; }
+  /// Goes on from `shares` (a checkpoint's); ignored when they do not fit the batch.
+  void resume(const std::vector<int>& shares);
+  /// One step's compute time per worker with the current shares. True when the shares
+  /// changed (they apply from the next step). Each window's speeds (rows per second) are
+  /// averaged with the windows before (half weight each), so noise does not move them.
+  bool observe(const std::vector<double>& compute_s);
+
+private:
+  int batch_, every_;
+  double tolerance_;
+  std::vector<int> shares_;
+  std::vector<double> rows_, seconds_; ///< per worker over the window
+  std::vector<double> speed_;          ///< per worker, smoothed over the windows
+  int seen_ = 0;
+  int warmup_ = 0;
+};
+
+} // namespace monkey::fmnist

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "apps/fmnist/split.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <numeric>
+
+using namespace monkey::fmnist;
+
+namespace {
+int sum(const std::vector<int>& v) {
+  return std::accumulate(v.begin(), v.end(), 0);
+}
+} // namespace
+
+TEST_CASE("equal and proportional shares cover the batch; speeds set the proportion",
+          "[fmnist][split]") {
+  CHECK(equal_shares(256, 3) == std::vector<int>{86, 85, 85});
+  CHECK(proportional_shares(256, {1, 1}) == std::vector<int>{128, 128});
+  CHECK(proportional_shares(300, {2, 1}) == std::vector<int>{200, 100});
+  CHECK(proportional_shares(256, {2, 1}) == std::vector<int>{171, 85}); // 170.67 / 85.33
+  // Unknown speeds count as the others' mean; none known: equal.
+  CHECK(proportional_shares(256, {0, 50, 50}) == equal_shares(256, 3));
+  CHECK(proportional_shares(10, {0, 0}) == std::vector<int>{5, 5});
+  // Every worker keeps a row, however slow; the rows always add up.
+  auto s = proportional_shares(16, {1000, 1, 1, 1});
+  CHECK(sum(s) == 16);
+  CHECK(s[1] == 1);
+  CHECK(s[0] == 13);
+  for (int batch : {1, 7, 64, 255, 256, 1000})
+    for (auto& speed : std::vector<std::vector<double>>{{1}, {3, 1}, {1, 2, 3}, {5, 5, 1, 0.5}}) {
+      auto sh = proportional_shares(batch, speed);
+      CHECK(sum(sh) == batch);
+    }
+  CHECK(offsets_of({3, 4, 5}) == std::vector<int>{0, 3, 7});
+  CHECK(shares_text({171, 85}) == "171/85");
+}
+
+TEST_CASE("the speed split follows measured step times: a worker twice as slow gets a third",
+          "[fmnist][split]") {
+  speed_split sp(300, {10, 10}, 5);
+  CHECK(sp.shares() == std::vector<int>{150, 150});
+  // The warm-up's steps do not count, however slow.
+  for (int k = 0; k < 3; ++k)
+    CHECK_FALSE(sp.observe({5.0, 0.001}));
+  // Worker 1 takes twice as long for the same rows: after the window, 200/100.
+  bool changed = false;
+  for (int k = 0; k < 5; ++k)
+    changed = sp.observe({0.010, 0.020});
+  CHECK(changed);
+  CHECK(sp.shares() == std::vector<int>{200, 100});
+  // With those shares both take as long: no change (within tolerance), however often.
+  for (int k = 0; k < 20; ++k)
+    CHECK_FALSE(sp.observe({0.0133, 0.0133}));
+  CHECK(sp.shares() == std::vector<int>{200, 100});
+  // Noise of a few percent between equal workers moves nothing.
+  speed_split even(256, {0, 0}, 4, 0.06, 0);
+  for (int k = 0; k < 200; ++k)
+    CHECK_FALSE(even.observe(k % 3 ? std::vector<double>{0.0100, 0.0103}
+                                   : std::vector<double>{0.0104, 0.0100}));
+  CHECK(even.shares() == std::vector<int>{128, 128});
+  // The device speeds are the start.
+  speed_split gpu(256, {9000, 3000}, 5);
+  CHECK(gpu.shares() == std::vector<int>{192, 64});
+}

@@ -8,86 +8,13 @@
 #include <set>
 #include <sstream>
 
-#include <yaml-cpp/yaml.h>
+#include "runtime/yaml_reader.hpp"
 
 namespace monkey {
 
 namespace {
 
-struct spec_error {
-  std::string text;
-};
-
-class reader {
-public:
-  explicit reader(std::string origin) : origin_(std::move(origin)) {}
-
-  [[noreturn]] void fail(const YAML::Node& n, const std::string& field,
-                         const std::string& problem) const {
-    auto m = n.Mark();
-    std::ostringstream out;
-    out << origin_;
-    if (m.line >= 0)
-      out << ':' << (m.line + 1) << ':' << (m.column + 1);
-    out << ": " << field << ": " << problem;
-    throw spec_error{out.str()};
-  }
-
-  std::string scalar(const YAML::Node& n, const std::string& field) const {
-    if (!n.IsScalar())
-      fail(n, field, std::string("expected a single value, got a ") + kind(n));
-    return n.Scalar();
-  }
-
-  int64_t integer(const YAML::Node& n, const std::string& field, int64_t lo, int64_t hi) const {
-    auto s = scalar(n, field);
-    char* end = nullptr;
-    errno = 0;
-    long long v = std::strtoll(s.c_str(), &end, 10);
-    if (s.empty() || *end != '\0' || errno == ERANGE)
-      fail(n, field, "expected an integer, got '" + s + "'");
-    if (v < lo || v > hi)
-      fail(n, field, "must be between " + std::to_string(lo) + " and " + std::to_string(hi)
-                       + ", got " + s);
-    return v;
-  }
-
-  std::vector<std::string> string_list(const YAML::Node& n, const std::string& field) const {
-    if (!n.IsSequence())
-      fail(n, field, std::string("expected a list, got a ") + kind(n));
-    std::vector<std::string> out;
-    for (size_t i = 0; i < n.size(); ++i)
-      out.push_back(scalar(n[i], field + "[" + std::to_string(i) + "]"));
-    return out;
-  }
-
-  std::map<std::string, std::string> string_map(const YAML::Node& n,
-                                                const std::string& field) const {
-    if (!n.IsMap())
-      fail(n, field, std::string("expected a mapping, got a ") + kind(n));
-    std::map<std::string, std::string> out;
-    for (auto it = n.begin(); it != n.end(); ++it) {
-      auto key = scalar(it->first, field);
-      out[key] = scalar(it->second, field + "." + key);
-    }
-    return out;
-  }
-
-  static const char* kind(const YAML::Node& n) {
-    switch (n.Type()) {
-      case YAML::NodeType::Sequence: return "list";
-      case YAML::NodeType::Map: return "mapping";
-      case YAML::NodeType::Null: return "null";
-      case YAML::NodeType::Scalar: return "value";
-      default: return "nothing";
-    }
-  }
-
-  const std::string& origin() const { return origin_; }
-
-private:
-  std::string origin_;
-};
+using yaml::reader;
 
 void parse_resources(const reader& r, const YAML::Node& n, job_spec& s) {
   if (!n.IsMap())
@@ -203,31 +130,14 @@ job_spec parse_node(const reader& r, const YAML::Node& root) {
 } // namespace
 
 expected<job_spec> parse_spec_text(const std::string& text, const std::string& origin) {
-  reader r{origin};
-  try {
-    auto root = YAML::Load(text);
-    return parse_node(r, root);
-  } catch (const spec_error& e) {
-    return failure{e.text};
-  } catch (const YAML::Exception& e) {
-    std::ostringstream out;
-    out << origin;
-    if (e.mark.line >= 0)
-      out << ':' << (e.mark.line + 1) << ':' << (e.mark.column + 1);
-    out << ": syntax: " << e.msg;
-    return failure{out.str()};
-  }
+  return yaml::load(text, origin, parse_node);
 }
 
 expected<job_spec> parse_spec_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return failure{path + ": cannot open the spec file"};
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (buf.str().size() > 1024 * 1024)
-    return failure{path + ": spec file larger than 1 MiB"};
-  return parse_spec_text(buf.str(), path);
+  auto text = yaml::read_document(path, "spec file");
+  if (!text)
+    return failure{text.error()};
+  return parse_spec_text(*text, path);
 }
 
 expected<int64_t> parse_memory_mb(const std::string& text) {

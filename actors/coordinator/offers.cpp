@@ -441,14 +441,20 @@ void on_drain(coordinator_actor* self, caf::response_promise rp, const id_reques
   if (target != st.self_node()) {
     if (req.local)
       return rp.deliver(make_error(errc::not_found, "drain: this node is not " + req.id));
-    if (!st.view.alive(target))
-      return rp.deliver(make_error(errc::refused, "drain: node " + target + " is not alive"));
+    // Membership judges whether the target is alive (it refuses a dead or departed one):
+    // this coordinator's view may lag it by a moment, e.g. right after the node restarted.
     auto fwd = req;
     fwd.id = target;
     fwd.local = true;
     ask_node(self, st.membership, target, verb::drain, encode(fwd), std::chrono::seconds(10))
       .then([=](std::string& body) mutable { rp.deliver(std::move(body)); },
-            [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+            [=](caf::error& err) mutable {
+              if (is(err, errc::unavailable))
+                return rp.deliver(make_error(errc::refused, "drain: node " + target
+                                                              + " is not alive (" + describe(err)
+                                                              + ")"));
+              rp.deliver(std::move(err));
+            });
     return;
   }
   if (st.view.alive_nodes().size() <= 1)

@@ -76,6 +76,7 @@ verb_def add_certs(CLI::App& app);
 verb_def add_console(CLI::App& app);
 verb_def add_rm(CLI::App& app);
 verb_def add_checkpoints(CLI::App& app);
+verb_def add_sweep(CLI::App& app);
 
 /// Node id → name, as the connected node knows its members (empty when it cannot say).
 std::map<std::string, std::string> node_names(context& ctx);

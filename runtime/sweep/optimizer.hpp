@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The optimizer protocol (issue #13; docs/sweeps.md): one interface for every search
+// algorithm — suggest a trial, observe an intermediate result (answer: go on or stop),
+// observe the final result — with its whole state saved as text so that a node that adopts
+// a sweep goes on where the last one was. Seeded: the same seed and the same order of
+// results give the same decisions. Built so far: `grid` and `random`. Plain C++: no CAF
+// (optimizer.test.cpp).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "runtime/expected.hpp"
+#include "runtime/sweep/space.hpp"
+#include "runtime/sweep/sweep_spec.hpp"
+
+namespace monkey::sweep {
+
+/// What a suggestion says.
+struct suggestion {
+  enum kind {
+    trial,   ///< run a trial with `params`
+    wait,    ///< nothing now: ask again after a result
+    done,    ///< the algorithm has nothing more to run (a finished grid)
+  } what = done;
+  assignment params;
+};
+
+/// What an intermediate result asks of its trial.
+enum class verdict { go_on, stop };
+
+class optimizer {
+public:
+  virtual ~optimizer() = default;
+  /// The next trial (its id is the caller's: the n-th suggestion is trial n, from 0).
+  virtual suggestion suggest() = 0;
+  /// An intermediate value of trial `id` at `step` (of the algorithm's resource).
+  virtual verdict observe(int64_t id, int64_t step, double value) = 0;
+  /// Trial `id` ended: its value (the metric's last or best point), or none (it failed or
+  /// reported nothing).
+  virtual void finish(int64_t id, std::optional<double> value) = 0;
+  /// The whole state, as text (JSON), and back.
+  virtual std::string save() const = 0;
+  virtual status restore(const std::string& state) = 0;
+};
+
+/// The optimizer a sweep asks for; an algorithm not built yet is an error naming it.
+expected<std::unique_ptr<optimizer>> make_optimizer(const sweep_spec& s);
+
+} // namespace monkey::sweep

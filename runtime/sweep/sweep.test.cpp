@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: Apache-2.0
+// Sweep files, search spaces and the grid and random optimizers (issue #13).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <set>
+
+#include "runtime/sweep/optimizer.hpp"
+#include "runtime/sweep/space.hpp"
+#include "runtime/sweep/sweep_spec.hpp"
+
+using namespace monkey::sweep;
+
+namespace {
+
+const char* example = R"(name: lr-search
+trial: {command: [python3, train.py, --lr, "{lr}", --hidden, "{hidden}"]}
+space:
+  lr: {type: loguniform, low: 1.0e-4, high: 1.0}
+  hidden: {type: choice, values: [128, 256, 512]}
+  optimizer: {type: choice, values: [sgd, adam]}
+  momentum: {type: uniform, low: 0, high: 0.99, when: {optimizer: sgd}}
+  layers: {type: int, low: 1, high: 4}
+metric: {name: accuracy, goal: maximize}
+algorithm: {name: asha, seed: 7, reduction_factor: 3, grace: 1, max_t: 9, resource: epoch}
+budget: {trials: 60, wall: 30m}
+parallel: 4
+)";
+
+std::string error_of(const std::string& text) {
+  auto s = parse_sweep_text(text, "s.yaml");
+  return s ? std::string("(parsed)") : s.error();
+}
+
+} // namespace
+
+TEST_CASE("a sweep file: the trial, the space in order, the metric, the algorithm and the "
+          "budget", "[runtime][sweep]") {
+  auto s = parse_sweep_text(example, "s.yaml");
+  REQUIRE(s);
+  CHECK(s->name == "lr-search");
+  CHECK(s->trial.command.size() == 6);
+  REQUIRE(s->space.size() == 5);
+  CHECK(s->space[0].name == "lr");
+  CHECK(s->space[0].type == dist::loguniform);
+  CHECK(s->space[0].low == 1e-4);
+  CHECK(s->space[1].values == std::vector<std::string>{"128", "256", "512"});
+  CHECK(s->space[3].when.at("optimizer") == std::vector<std::string>{"sgd"});
+  CHECK(s->space[4].type == dist::integer);
+  CHECK(s->metric.name == "accuracy");
+  CHECK(s->metric.maximize);
+  CHECK_FALSE(s->metric.best);
+  CHECK(s->algorithm.name == "asha");
+  CHECK(s->algorithm.seed == 7);
+  CHECK(s->algorithm.resource == "epoch");
+  CHECK(s->algorithm.get("reduction_factor", 0) == 3);
+  CHECK(s->budget.trials == 60);
+  CHECK(s->budget.wall_s == 1800);
+  CHECK(s->budget.max_t == 9);
+  CHECK(s->parallel == 4);
+  CHECK(s->ship);
+  auto app = parse_sweep_text(R"(trial: {app: fmnist, workers: 2, params: {epochs: 3}, cpus: 1}
+space: {lr: {type: loguniform, low: 0.001, high: 0.5}}
+metric: {name: test_accuracy, goal: maximize, use: best}
+algorithm: {name: random}
+budget: {trials: 8}
+)", "a.yaml");
+  REQUIRE(app);
+  CHECK(app->trial.app == "fmnist");
+  CHECK(app->trial.workers == 2);
+  CHECK(app->trial.params.at("epochs") == "3");
+  CHECK(app->metric.best);
+}
+
+TEST_CASE("a bad sweep file is refused naming the line and the field", "[runtime][sweep]") {
+  auto base = std::string("trial: {command: [./t, \"{x}\"]}\n"
+                          "metric: {name: acc, goal: maximize}\n"
+                          "budget: {trials: 4}\n");
+  auto with = [&](const std::string& space, const std::string& algo = "algorithm: {name: random}\n") {
+    return error_of(base + algo + "space:\n" + space);
+  };
+  CHECK(with("  x: {type: gaussian, low: 0, high: 1}\n")
+        == "s.yaml:6:13: space.x.type: unknown type 'gaussian' (uniform, loguniform, int, choice or grid)");
+  CHECK_THAT(with("  x: {type: loguniform, low: 0, high: 1}\n"),
+             Catch::Contains("s.yaml:6:6: space.x.low: loguniform needs low > 0"));
+  CHECK_THAT(with("  x: {type: uniform, low: 2, high: 1}\n"),
+             Catch::Contains("space.x: low 2 is above high 1"));
+  CHECK_THAT(with("  x: {type: uniform, low: 0}\n"), Catch::Contains("space.x: uniform needs low and high"));
+  CHECK_THAT(with("  x: {type: choice}\n"), Catch::Contains("space.x: choice needs values"));
+  CHECK_THAT(with("  x: {type: int, low: 0.5, high: 3}\n"), Catch::Contains("int needs whole low and high"));
+  CHECK_THAT(with("  x: {type: uniform, low: 0, high: 1, step: 2}\n"),
+             Catch::Contains("s.yaml:6:39: space.x.step: unknown field"));
+  CHECK_THAT(with("  x: {type: uniform, low: 0, high: 1, when: {opt: sgd}}\n"),
+             Catch::Contains("'opt' is not a parameter declared before x"));
+  CHECK_THAT(with("  opt: {type: choice, values: [sgd]}\n  x: {type: uniform, low: 0, high: 1, when: {opt: adam}}\n"),
+             Catch::Contains("s.yaml:7:51: space.x.when.opt: 'adam' is not one of opt's values (sgd)"));
+  CHECK_THAT(with("  y: {type: uniform, low: 0, high: 1}\n"),
+             Catch::Contains("trial.command: the placeholder {x} names no parameter"));
+  CHECK_THAT(with("  x: {type: uniform, low: 0, high: 1}\n", "algorithm: {name: grid}\n"),
+             Catch::Contains("space.x: algorithm grid needs values for every parameter; this one is uniform"));
+  CHECK_THAT(with("  x: {type: uniform, low: 0, high: 1}\n", "algorithm: {name: bayes}\n"),
+             Catch::Contains("s.yaml:4:19: algorithm.name: unknown algorithm 'bayes'"));
+  CHECK_THAT(with("  x: {type: uniform, low: 0, high: 1}\n", "algorithm: {name: tpe, gama: 0.2}\n"),
+             Catch::Contains("algorithm.gama: not a setting of tpe (known: name, seed, startup, candidates, gamma)"));
+  CHECK_THAT(with("  x: {type: uniform, low: 0, high: 1}\n", "algorithm: {name: tpe, gamma: 2}\n"),
+             Catch::Contains("algorithm.gamma: must be between 0 and 1"));
+  CHECK_THAT(with("  x: {type: uniform, low: 0, high: 1}\n", "algorithm: {name: asha}\n"),
+             Catch::Contains("budget.max_t: missing: asha needs the most steps a trial gets"));
+  CHECK_THAT(error_of("trial: {command: [./t]}\nspace: {x: {type: uniform, low: 0, high: 1}}\n"
+                      "metric: {name: acc, goal: most}\n"),
+             Catch::Contains("s.yaml:3:27: metric.goal: maximize or minimize, not 'most'"));
+  CHECK_THAT(error_of("trial: {command: [./t]}\nspace: {x: {type: uniform, low: 0, high: 1}}\n"
+                      "metric: {name: acc}\nalgorithm: {name: random}\n"),
+             Catch::Contains("budget.trials: missing: how many trials random runs"));
+  CHECK_THAT(error_of("trial: {command: [./t]}\nmetric: {name: acc}\n"),
+             Catch::Contains("space: missing"));
+  CHECK_THAT(error_of("trial: {command: [./t], app: x}\nspace: {x: {type: uniform, low: 0, high: 1}}\nmetric: {name: a}\n"),
+             Catch::Contains("trial: a command or an app, not both"));
+  CHECK_THAT(error_of("trial: [oops\n"), Catch::Contains("s.yaml:2:1: syntax:"));
+  CHECK_THAT(error_of("trials: 3\n"), Catch::Contains("s.yaml:1:1: trials: unknown field (known: name, trial"));
+  CHECK_THAT(parse_sweep_file("/nonexistent/s.yaml").error(), Catch::Contains("cannot open the sweep file"));
+}
+
+TEST_CASE("drawing from a space: seeded, in range, conditional parameters only where they "
+          "apply", "[runtime][sweep]") {
+  auto s = parse_sweep_text(example, "s.yaml");
+  REQUIRE(s);
+  rng a{1}, b{1}, c{2};
+  std::vector<double> lrs;
+  std::set<std::string> layers, hidden;
+  int sgd = 0, with_momentum = 0;
+  for (int k = 0; k < 2000; ++k) {
+    auto p = sample(s->space, a);
+    CHECK(p == sample(s->space, b)); // the same seed: the same points
+    double lr = std::stod(p.at("lr"));
+    CHECK(lr >= 1e-4);
+    CHECK(lr <= 1.0);
+    lrs.push_back(lr);
+    layers.insert(p.at("layers"));
+    hidden.insert(p.at("hidden"));
+    bool is_sgd = p.at("optimizer") == "sgd";
+    sgd += is_sgd;
+    with_momentum += p.count("momentum") ? 1 : 0;
+    CHECK(p.count("momentum") == (is_sgd ? 1u : 0u));
+    if (is_sgd) {
+      double m = std::stod(p.at("momentum"));
+      CHECK(m >= 0);
+      CHECK(m <= 0.99);
+    }
+  }
+  CHECK(sample(s->space, c) != sample(s->space, a)); // another seed, other points
+  CHECK(layers == std::set<std::string>{"1", "2", "3", "4"}); // both ends of an int
+  CHECK(hidden.size() == 3);
+  CHECK(sgd == with_momentum);
+  CHECK(sgd > 850);
+  CHECK(sgd < 1150);
+  // loguniform: as many points in each decade (about 500 of 2000 in each of the 4).
+  int below_1e2 = 0;
+  for (double lr : lrs)
+    below_1e2 += lr < 1e-2;
+  CHECK(below_1e2 > 850);
+  CHECK(below_1e2 < 1150);
+  // A float's text reads back to the same number.
+  for (double v : {0.1, 1e-4, 0.123456789012345, 3.0, 2.5e-7})
+    CHECK(std::stod(value_text(v)) == v);
+  CHECK(value_text(0.1) == "0.1");
+}
+
+TEST_CASE("the grid: every point in order, conditional parameters where they apply, a "
+          "limit", "[runtime][sweep]") {
+  auto s = parse_sweep_text(R"(trial: {command: [./t, "{opt}", "{m}"]}
+space:
+  opt: {type: grid, values: [sgd, adam]}
+  m: {type: grid, values: ["0.5", "0.9"], when: {opt: sgd}}
+  bs: {type: choice, values: [32, 64]}
+metric: {name: acc}
+algorithm: {name: grid}
+)", "g.yaml");
+  REQUIRE(s);
+  auto points = grid_points(s->space);
+  REQUIRE(points);
+  REQUIRE(points->size() == 6); // sgd×2×2 + adam×2
+  CHECK(assignment_text((*points)[0]) == "bs=32 m=0.5 opt=sgd");
+  CHECK(assignment_text((*points)[1]) == "bs=64 m=0.5 opt=sgd");
+  CHECK(assignment_text((*points)[4]) == "bs=32 opt=adam");
+  CHECK_THAT(grid_points(s->space, 5).error(), Catch::Contains("more than 5 points"));
+  // Placeholders: the value, "" for an absent one, other braces kept.
+  std::vector<std::string> names = {"opt", "m", "bs"};
+  CHECK(fill({"./t", "--opt={opt}", "{m}", "{\"k\": 1}"}, (*points)[4], names)
+        == std::vector<std::string>{"./t", "--opt=adam", "", "{\"k\": 1}"});
+}
+
+TEST_CASE("grid and random optimizers: deterministic, and their saved state goes on where "
+          "it was", "[runtime][sweep]") {
+  auto g = parse_sweep_text(R"(trial: {command: [./t, "{a}"]}
+space: {a: {type: grid, values: [1, 2, 3]}}
+metric: {name: acc}
+algorithm: {name: grid}
+)", "g.yaml");
+  REQUIRE(g);
+  auto grid = make_optimizer(*g);
+  REQUIRE(grid);
+  CHECK((*grid)->suggest().params.at("a") == "1");
+  auto saved = (*grid)->save();
+  CHECK((*grid)->suggest().params.at("a") == "2");
+  auto again = make_optimizer(*g);
+  REQUIRE((*again)->restore(saved));
+  CHECK((*again)->suggest().params.at("a") == "2");
+  CHECK((*again)->suggest().params.at("a") == "3");
+  CHECK((*again)->suggest().what == suggestion::done);
+  CHECK_FALSE((*again)->restore("{\"next\": \"x\"}"));
+
+  auto s = parse_sweep_text(example, "s.yaml");
+  REQUIRE(s);
+  s->algorithm.name = "random";
+  auto r1 = make_optimizer(*s), r2 = make_optimizer(*s);
+  REQUIRE(r1);
+  for (int k = 0; k < 5; ++k)
+    CHECK((*r1)->suggest().params == (*r2)->suggest().params);
+  auto state = (*r1)->save();
+  auto next = (*r1)->suggest().params;
+  auto r3 = make_optimizer(*s);
+  REQUIRE((*r3)->restore(state));
+  CHECK((*r3)->suggest().params == next);
+  CHECK((*r3)->observe(0, 1, 0.5) == verdict::go_on);
+  s->algorithm.seed = 8;
+  auto other = make_optimizer(*s);
+  CHECK((*other)->suggest().params != (*r2)->suggest().params);
+  s->algorithm.name = "pbt";
+  CHECK_THAT(make_optimizer(*s).error(), Catch::Contains("algorithm pbt is not built yet"));
+}
+
+namespace {
+
+sweep_spec asha_spec(const std::string& algo, bool maximize = true) {
+  auto s = parse_sweep_text(std::string("trial: {command: [./t, \"{x}\"]}\n"
+                                        "space: {x: {type: uniform, low: 0, high: 1}}\n"
+                                        "metric: {name: acc, goal: ")
+                              + (maximize ? "maximize" : "minimize") + "}\n"
+                              + "algorithm: {name: " + algo
+                              + ", seed: 1, reduction_factor: 3, grace: 1, max_t: 9}\n"
+                                "budget: {trials: 20}\n",
+                            "a.yaml");
+  REQUIRE(s);
+  return *s;
+}
+
+} // namespace
+
+TEST_CASE("ASHA on scripted learning curves: the trials stopped at each rung", "[runtime][sweep]") {
+  // η = 3, grace 1, max_t 9: rungs at 1 and 3. A trial below the 2/3 quantile of the values
+  // recorded at a rung before it stops there.
+  auto o = make_optimizer(asha_spec("asha"));
+  REQUIRE(o);
+  auto& a = **o;
+  CHECK(a.suggest().what == suggestion::trial);
+  CHECK(a.observe(0, 1, 0.50) == verdict::go_on); // the first at rung 1
+  CHECK(a.observe(0, 2, 0.55) == verdict::go_on); // between rungs: nothing to decide
+  CHECK(a.observe(0, 3, 0.60) == verdict::go_on); // the first at rung 3
+  CHECK(a.observe(1, 1, 0.40) == verdict::stop);  // below 0.5
+  CHECK(a.observe(2, 1, 0.70) == verdict::go_on); // above the 2/3 quantile of {0.4, 0.5}: 0.467
+  CHECK(a.observe(2, 3, 0.65) == verdict::go_on); // above 0.6
+  auto saved = a.save();
+  CHECK(a.observe(3, 1, 0.45) == verdict::stop);  // below 0.567 ({0.4, 0.5, 0.7})
+  CHECK(a.observe(4, 1, 0.60) == verdict::go_on); // 0.5 ({0.4, 0.45, 0.5, 0.7})
+  CHECK(a.observe(4, 3, 0.55) == verdict::stop);  // below 0.633 ({0.6, 0.65})
+  // A trial that first reports past rung 3 is judged there only, once.
+  CHECK(a.observe(5, 4, 0.61) == verdict::stop);  // below 0.617 ({0.55, 0.6, 0.65})
+  CHECK(a.observe(5, 5, 0.99) == verdict::go_on); // rung 3 already recorded it
+  CHECK(a.observe(6, 8, 0.90) == verdict::go_on);
+  CHECK(a.observe(7, 2, std::nan("")) == verdict::stop); // a NaN never goes on
+  // The saved state gives the same decisions from where it was.
+  auto again = make_optimizer(asha_spec("asha"));
+  REQUIRE((*again)->restore(saved));
+  CHECK((*again)->observe(3, 1, 0.45) == verdict::stop);
+  CHECK((*again)->observe(4, 1, 0.60) == verdict::go_on);
+  CHECK((*again)->observe(4, 3, 0.55) == verdict::stop);
+  CHECK_FALSE((*again)->restore("{\"rng\": 1, \"brackets\": []}"));
+  // minimize: the same curves negated stop the same trials.
+  auto m = make_optimizer(asha_spec("asha", false));
+  CHECK((*m)->observe(0, 1, -0.50) == verdict::go_on);
+  CHECK((*m)->observe(1, 1, -0.40) == verdict::stop);
+  CHECK((*m)->observe(2, 1, -0.70) == verdict::go_on);
+}
+
+TEST_CASE("Hyperband: trials go to the brackets in turn, each with its own first rung",
+          "[runtime][sweep]") {
+  // max_t 9, grace 1, η 3: brackets with rungs {1, 3} and {3}.
+  auto o = make_optimizer(asha_spec("hyperband"));
+  REQUIRE(o);
+  auto& h = **o;
+  CHECK(h.observe(0, 1, 0.5) == verdict::go_on);
+  CHECK(h.observe(2, 1, 0.1) == verdict::stop);  // bracket 0: below 0.5 at rung 1
+  CHECK(h.observe(1, 1, 0.1) == verdict::go_on); // bracket 1 has no rung at 1
+  CHECK(h.observe(3, 1, 0.05) == verdict::go_on);
+  CHECK(h.observe(1, 3, 0.3) == verdict::go_on); // bracket 1's first at rung 3
+  CHECK(h.observe(3, 3, 0.2) == verdict::stop);
+  auto big = asha_spec("asha");
+  big.algorithm.settings["grace"] = 9;
+  CHECK_THAT(make_optimizer(big).error(), Catch::Contains("grace 9 is not below max_t 9"));
+}
+
+namespace {
+
+sweep_spec tpe_spec(uint64_t seed, const std::string& algo = "tpe") {
+  auto s = parse_sweep_text("trial: {command: [./t, \"{x}\"]}\n"
+                            "space:\n"
+                            "  x: {type: uniform, low: 0, high: 1}\n"
+                            "  lr: {type: loguniform, low: 1.0e-4, high: 1}\n"
+                            "  kind: {type: choice, values: [a, b, c, d]}\n"
+                            "metric: {name: loss, goal: minimize}\n"
+                            "algorithm: {name: " + algo + ", seed: " + std::to_string(seed)
+                              + "}\nbudget: {trials: 60}\n",
+                            "t.yaml");
+  REQUIRE(s);
+  return *s;
+}
+
+/// A loss with its minimum at x = 0.3, lr = 0.01, kind = c.
+double loss_of(const assignment& a) {
+  double x = std::stod(a.at("x")), lr = std::log10(std::stod(a.at("lr")));
+  return (x - 0.3) * (x - 0.3) + 0.05 * (lr + 2) * (lr + 2) + (a.at("kind") == "c" ? 0 : 0.3);
+}
+
+/// Runs `n` trials one after the other; the best loss, and the suggestions.
+std::pair<double, std::vector<assignment>> run_sequential(optimizer& o, int n) {
+  double best = HUGE_VAL;
+  std::vector<assignment> seen;
+  for (int k = 0; k < n; ++k) {
+    auto next = o.suggest();
+    REQUIRE(next.what == suggestion::trial);
+    double l = loss_of(next.params);
+    best = std::min(best, l);
+    o.finish(k, l);
+    seen.push_back(next.params);
+  }
+  return {best, seen};
+}
+
+} // namespace
+
+TEST_CASE("TPE on a known objective: it beats random search and its suggestions gather at "
+          "the optimum", "[runtime][sweep]") {
+  int tpe_wins = 0;
+  std::vector<double> tpe_best, random_best;
+  for (uint64_t seed = 1; seed <= 7; ++seed) {
+    auto t = make_optimizer(tpe_spec(seed));
+    auto r = make_optimizer(tpe_spec(seed, "random"));
+    REQUIRE(t);
+    auto [tb, tseen] = run_sequential(**t, 60);
+    auto [rb, rseen] = run_sequential(**r, 60);
+    tpe_wins += tb < rb;
+    tpe_best.push_back(tb);
+    random_best.push_back(rb);
+    // The last 20 suggestions: mostly the best kind, x near 0.3.
+    int kind_c = 0, near = 0;
+    for (size_t k = 40; k < 60; ++k) {
+      kind_c += tseen[k].at("kind") == "c";
+      near += std::abs(std::stod(tseen[k].at("x")) - 0.3) < 0.15;
+    }
+    CHECK(kind_c >= 12);
+    CHECK(near >= 10);
+  }
+  std::sort(tpe_best.begin(), tpe_best.end());
+  std::sort(random_best.begin(), random_best.end());
+  CHECK(tpe_wins >= 5);
+  CHECK(tpe_best[3] < random_best[3] / 2); // the medians
+}
+
+TEST_CASE("TPE: deterministic for a seed and an order of results; running trials count as "
+          "bad ones; its saved state goes on where it was", "[runtime][sweep]") {
+  auto a = make_optimizer(tpe_spec(3)), b = make_optimizer(tpe_spec(3));
+  auto [ab, aseen] = run_sequential(**a, 20);
+  auto [bb, bseen] = run_sequential(**b, 20);
+  CHECK(aseen == bseen);
+  CHECK(ab == bb);
+  auto saved = (*a)->save();
+  auto c = make_optimizer(tpe_spec(3));
+  REQUIRE((*c)->restore(saved));
+  auto from_a = (*a)->suggest().params, from_c = (*c)->suggest().params;
+  CHECK(from_a == from_c);
+  // Four suggestions in flight (parallel trials) are four different points.
+  std::set<std::string> xs = {from_a.at("x")};
+  for (int k = 0; k < 3; ++k)
+    xs.insert((*a)->suggest().params.at("x"));
+  CHECK(xs.size() == 4);
+  // A failed trial is left out of the model; a bad state is refused.
+  (*a)->finish(20, std::nullopt);
+  CHECK((*a)->suggest().what == suggestion::trial);
+  CHECK_FALSE((*c)->restore("{\"rng\": 1}"));
+}

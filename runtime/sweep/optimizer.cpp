@@ -23,7 +23,7 @@ public:
       return {suggestion::done, {}};
     return {suggestion::trial, points_[next_++]};
   }
-  verdict observe(int64_t, int64_t, double) override { return verdict::go_on; }
+  decision observe(int64_t, int64_t, double) override { return verdict::go_on; }
   void finish(int64_t, std::optional<double>) override {}
   std::string save() const override { return json{{"next", next_}}.dump(); }
   status restore(const std::string& state) override {
@@ -46,7 +46,7 @@ public:
     g_.state = seed ^ 0x6A09E667F3BCC908ull;
   }
   suggestion suggest() override { return {suggestion::trial, sample(space_, g_)}; }
-  verdict observe(int64_t, int64_t, double) override { return verdict::go_on; }
+  decision observe(int64_t, int64_t, double) override { return verdict::go_on; }
   void finish(int64_t, std::optional<double>) override {}
   std::string save() const override { return json{{"rng", g_.state}}.dump(); }
   status restore(const std::string& state) override {
@@ -93,7 +93,7 @@ public:
     }
   }
   suggestion suggest() override { return {suggestion::trial, sample(space_, g_)}; }
-  verdict observe(int64_t id, int64_t step, double value) override {
+  decision observe(int64_t id, int64_t step, double value) override {
     if (!std::isfinite(value))
       return verdict::stop;
     double v = maximize_ ? value : -value;
@@ -225,7 +225,7 @@ public:
     return {suggestion::trial, next};
   }
 
-  verdict observe(int64_t, int64_t, double) override { return verdict::go_on; }
+  decision observe(int64_t, int64_t, double) override { return verdict::go_on; }
 
   void finish(int64_t id, std::optional<double> value) override {
     if (id < 0 || static_cast<size_t>(id) >= trials_.size())
@@ -397,6 +397,162 @@ private:
   rng g_;
 };
 
+
+/// Population-based training (Jaderberg et al. 2017, as Ray Tune's PBT): `population`
+/// trials drawn at random run side by side; every `interval` of its resource a trial's
+/// latest value is ranked among the population's latest values. In the bottom `quantile`
+/// it is told to **exploit**: continue from the newest checkpoint of a trial of the top
+/// `quantile` (drawn at random) with that trial's parameters, **explored**: each parameter
+/// drawn anew with probability `resample`, else a number multiplied by one of the `perturb`
+/// factors (kept in range; an int rounded) and a choice moved to a neighbouring value.
+/// No trial beyond the population is suggested; a failed one is replaced by a new draw.
+class population_based final : public optimizer {
+public:
+  population_based(std::vector<param_space> space, uint64_t seed, bool maximize, int population,
+                   double interval, double quantile, double resample, std::vector<double> perturb)
+    : space_(std::move(space)), maximize_(maximize), population_(population),
+      interval_(interval), quantile_(quantile), resample_(resample), perturb_(std::move(perturb)) {
+    g_.state = seed ^ 0xA54FF53A5F1D36F1ull;
+  }
+
+  suggestion suggest() override {
+    int running_now = 0, counted = 0; // a failed member's place is drawn anew
+    for (auto& m : members_) {
+      running_now += m.state == running;
+      counted += m.state != failed;
+    }
+    if (counted >= population_)
+      return {running_now > 0 ? suggestion::wait : suggestion::done, {}};
+    auto params = sample(space_, g_);
+    members_.push_back({params, running, 0, false, 0});
+    return {suggestion::trial, params};
+  }
+
+  decision observe(int64_t id, int64_t step, double value) override {
+    if (id < 0 || static_cast<size_t>(id) >= members_.size() || !std::isfinite(value))
+      return verdict::go_on;
+    auto& m = members_[static_cast<size_t>(id)];
+    m.score = maximize_ ? value : -value;
+    m.scored = true;
+    if (static_cast<double>(step - m.last_ready) < interval_)
+      return verdict::go_on;
+    m.last_ready = step;
+    // The running members with a value, worst first (ties: the lower id first).
+    std::vector<int64_t> ranked;
+    for (size_t k = 0; k < members_.size(); ++k)
+      if (members_[k].state == running && members_[k].scored)
+        ranked.push_back(static_cast<int64_t>(k));
+    std::stable_sort(ranked.begin(), ranked.end(), [&](int64_t a, int64_t b) {
+      return members_[static_cast<size_t>(a)].score < members_[static_cast<size_t>(b)].score;
+    });
+    auto cut = static_cast<size_t>(std::ceil(quantile_ * static_cast<double>(ranked.size())));
+    if (ranked.size() < 2 || cut == 0 || cut * 2 > ranked.size())
+      return verdict::go_on;
+    auto at = std::find(ranked.begin(), ranked.end(), id) - ranked.begin();
+    if (static_cast<size_t>(at) >= cut)
+      return verdict::go_on; // not in the bottom quantile
+    auto from = ranked[ranked.size() - cut + g_.below(cut)];
+    decision d{verdict::exploit};
+    d.from = from;
+    d.params = explore(members_[static_cast<size_t>(from)].params);
+    m.params = d.params;
+    return d;
+  }
+
+  void finish(int64_t id, std::optional<double> value) override {
+    if (id < 0 || static_cast<size_t>(id) >= members_.size())
+      return;
+    auto& m = members_[static_cast<size_t>(id)];
+    m.state = value ? finished : failed;
+  }
+
+  std::string save() const override {
+    json ms = json::array();
+    for (auto& m : members_)
+      ms.push_back({{"params", m.params}, {"state", m.state}, {"score", m.score},
+                    {"scored", m.scored}, {"last", m.last_ready}});
+    return json{{"rng", g_.state}, {"members", ms}}.dump();
+  }
+
+  status restore(const std::string& state) override {
+    auto j = json::parse(state, nullptr, false);
+    try {
+      if (j.is_discarded())
+        return failure{"pbt state: not JSON"};
+      std::vector<member> ms;
+      for (auto& m : j.at("members"))
+        ms.push_back({m.at("params").get<assignment>(), m.at("state").get<int>(),
+                      m.at("score").get<double>(), m.at("scored").get<bool>(),
+                      m.at("last").get<int64_t>()});
+      g_.state = j.at("rng").get<uint64_t>();
+      members_ = std::move(ms);
+    } catch (const std::exception& e) {
+      return failure{std::string("pbt state: ") + e.what()};
+    }
+    return {};
+  }
+
+private:
+  enum { running = 0, finished = 1, failed = 2 };
+  struct member {
+    assignment params;
+    int state = running;
+    double score = 0; ///< its latest value, larger is better
+    bool scored = false;
+    int64_t last_ready = 0; ///< the step of its last exploit decision
+  };
+
+  assignment explore(const assignment& from) {
+    assignment out;
+    for (auto& p : space_) {
+      if (!active(p, out))
+        continue;
+      auto it = from.find(p.name);
+      if (it == from.end() || g_.uniform() < resample_) {
+        out[p.name] = draw(p, g_);
+        continue;
+      }
+      double factor = perturb_[g_.below(perturb_.size())];
+      switch (p.type) {
+        case dist::uniform:
+        case dist::loguniform: {
+          double v = std::clamp(std::strtod(it->second.c_str(), nullptr) * factor, p.low, p.high);
+          char buf[32];
+          std::snprintf(buf, sizeof(buf), "%.6g", v);
+          out[p.name] = value_text(std::clamp(std::strtod(buf, nullptr), p.low, p.high));
+          break;
+        }
+        case dist::integer: {
+          double v = std::clamp(std::round(std::strtod(it->second.c_str(), nullptr) * factor), p.low, p.high);
+          out[p.name] = std::to_string(static_cast<int64_t>(v));
+          break;
+        }
+        case dist::choice:
+        case dist::grid: {
+          auto k = static_cast<size_t>(std::find(p.values.begin(), p.values.end(), it->second) - p.values.begin());
+          if (k >= p.values.size())
+            k = 0;
+          if (factor > 1 && k + 1 < p.values.size())
+            ++k;
+          else if (factor < 1 && k > 0)
+            --k;
+          out[p.name] = p.values[k];
+          break;
+        }
+      }
+    }
+    return out;
+  }
+
+  std::vector<param_space> space_;
+  bool maximize_;
+  int population_;
+  double interval_, quantile_, resample_;
+  std::vector<double> perturb_;
+  std::vector<member> members_; ///< by id
+  rng g_;
+};
+
 } // namespace
 
 expected<std::unique_ptr<optimizer>> make_optimizer(const sweep_spec& s) {
@@ -430,8 +586,14 @@ expected<std::unique_ptr<optimizer>> make_optimizer(const sweep_spec& s) {
       s.space, s.algorithm.seed, s.metric.maximize,
       static_cast<int>(s.algorithm.get("startup", 10)),
       static_cast<int>(s.algorithm.get("candidates", 24)), s.algorithm.get("gamma", 0.25)));
-  return failure{"algorithm " + name + " is not built yet (built: grid, random, tpe, asha, "
-                 "hyperband)"};
+  if (name == "pbt")
+    return std::unique_ptr<optimizer>(std::make_unique<population_based>(
+      s.space, s.algorithm.seed, s.metric.maximize,
+      static_cast<int>(s.algorithm.get("population", std::max(2, s.parallel))),
+      s.algorithm.get("interval", std::max<double>(1, static_cast<double>(s.budget.max_t) / 10)),
+      s.algorithm.get("quantile", 0.25), s.algorithm.get("resample", 0.25),
+      s.algorithm.perturb.empty() ? std::vector<double>{0.8, 1.2} : s.algorithm.perturb));
+  return failure{"algorithm " + name + " is not known (grid, random, tpe, asha, hyperband, pbt)"};
 }
 
 } // namespace monkey::sweep

@@ -4,8 +4,8 @@
 // algorithm — suggest a trial, observe an intermediate result (answer: go on or stop),
 // observe the final result — with its whole state saved as text so that a node that adopts
 // a sweep goes on where the last one was. Seeded: the same seed and the same order of
-// results give the same decisions. Built so far: `grid` and `random`. Plain C++: no CAF
-// (optimizer.test.cpp).
+// results give the same decisions. Built: `grid`, `random`, `tpe`, `asha`, `hyperband` and
+// `pbt`. Plain C++: no CAF (sweep.test.cpp).
 
 #include <cstdint>
 #include <memory>
@@ -29,7 +29,19 @@ struct suggestion {
 };
 
 /// What an intermediate result asks of its trial.
-enum class verdict { go_on, stop };
+enum class verdict {
+  go_on,
+  stop,    ///< end it now (it ends `stopped`)
+  exploit, ///< PBT: continue from trial `from`'s newest checkpoint with `params` instead
+};
+struct decision {
+  verdict what = verdict::go_on;
+  int64_t from = -1;
+  assignment params;
+  decision(verdict v = verdict::go_on) : what(v) {} // NOLINT: a plain verdict converts
+  bool operator==(verdict v) const { return what == v; }
+  bool operator!=(verdict v) const { return what != v; }
+};
 
 class optimizer {
 public:
@@ -37,7 +49,7 @@ public:
   /// The next trial (its id is the caller's: the n-th suggestion is trial n, from 0).
   virtual suggestion suggest() = 0;
   /// An intermediate value of trial `id` at `step` (of the algorithm's resource).
-  virtual verdict observe(int64_t id, int64_t step, double value) = 0;
+  virtual decision observe(int64_t id, int64_t step, double value) = 0;
   /// Trial `id` ended: its value (the metric's last or best point), or none (it failed or
   /// reported nothing).
   virtual void finish(int64_t id, std::optional<double> value) = 0;

@@ -62,6 +62,11 @@ def check_shows_the_first_trials(c):
     runs = [t["run"] for t in json.loads(grid.stdout)["first_trials"]]
     check(len(runs) == 4 and runs[0] == "monkey submit --app fmnist --workers 2 --set "
           "batch=128 --set strategy=allreduce", runs)
+    pbt, _ = sweep_check(GOOD.replace("name: random, seed: 7",
+                                      "name: pbt, seed: 7, population: 3, max_t: 9"),
+                         "--trials", "10", "--json")
+    check(pbt.returncode == 0 and len(json.loads(pbt.stdout)["first_trials"]) == 3,
+          f"pbt starts its population and no more: {pbt.stdout} {pbt.stderr}")
 
 
 def bad_files_name_the_line_and_field(c):
@@ -79,8 +84,9 @@ def bad_files_name_the_line_and_field(c):
         r, path = sweep_check(GOOD.replace(*change))
         check(r.returncode == 2 and r.stderr.startswith("monkey: " + path) and want in r.stderr,
               f"{change}: rc {r.returncode}: {r.stderr}")
-    r, _ = sweep_check(GOOD.replace("name: random, seed: 7", "name: pbt, seed: 7, max_t: 9"))
-    check(r.returncode == 2 and "algorithm pbt is not built yet" in r.stderr, r.stderr)
+    r, _ = sweep_check(GOOD.replace("name: random, seed: 7", "name: pbt, seed: 7, population: 3"))
+    check(r.returncode == 2 and "budget.max_t: missing: pbt needs the most steps" in r.stderr,
+          r.stderr)
     r = subprocess.run([MONKEY, "sweep", "check", "/nonexistent.yaml"], capture_output=True,
                        text=True, timeout=30)
     check(r.returncode == 2 and "cannot open the sweep file" in r.stderr, r.stderr)

@@ -325,24 +325,12 @@ private:
           break;
         x = std::clamp(x, lo, hi);
       }
-      switch (p->type) {
-        case dist::loguniform: {
-          char buf[32];
-          std::snprintf(buf, sizeof(buf), "%.6g", std::exp(x));
-          double v = std::clamp(std::strtod(buf, nullptr), p->low, p->high);
-          return {std::log(v), value_text(v)};
-        }
-        case dist::integer: {
-          double v = std::clamp(std::round(x), p->low, p->high);
-          return {v, std::to_string(static_cast<int64_t>(v))};
-        }
-        default: {
-          char buf[32];
-          std::snprintf(buf, sizeof(buf), "%.6g", x);
-          double v = std::clamp(std::strtod(buf, nullptr), p->low, p->high);
-          return {v, value_text(v)};
-        }
+      if (p->type == dist::loguniform) {
+        double v = rounded(*p, std::exp(x));
+        return {std::log(v), value_text(v)};
       }
+      double v = rounded(*p, x);
+      return {v, p->type == dist::integer ? std::to_string(static_cast<int64_t>(v)) : value_text(v)};
     }
   };
 
@@ -515,18 +503,13 @@ private:
       double factor = perturb_[g_.below(perturb_.size())];
       switch (p.type) {
         case dist::uniform:
-        case dist::loguniform: {
-          double v = std::clamp(std::strtod(it->second.c_str(), nullptr) * factor, p.low, p.high);
-          char buf[32];
-          std::snprintf(buf, sizeof(buf), "%.6g", v);
-          out[p.name] = value_text(std::clamp(std::strtod(buf, nullptr), p.low, p.high));
+        case dist::loguniform:
+          out[p.name] = value_text(rounded(p, std::strtod(it->second.c_str(), nullptr) * factor));
           break;
-        }
-        case dist::integer: {
-          double v = std::clamp(std::round(std::strtod(it->second.c_str(), nullptr) * factor), p.low, p.high);
-          out[p.name] = std::to_string(static_cast<int64_t>(v));
+        case dist::integer:
+          out[p.name] = std::to_string(static_cast<int64_t>(
+            rounded(p, std::strtod(it->second.c_str(), nullptr) * factor)));
           break;
-        }
         case dist::choice:
         case dist::grid: {
           auto k = static_cast<size_t>(std::find(p.values.begin(), p.values.end(), it->second) - p.values.begin());

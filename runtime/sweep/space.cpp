@@ -50,15 +50,18 @@ bool active(const param_space& p, const assignment& before) {
   return true;
 }
 
-namespace {
-
-/// A drawn float kept to 6 significant digits (within [low, high]): a hyperparameter as a
-/// person writes it, passed to the trial exactly as recorded.
-std::string short_text(double v, const param_space& p) {
+double rounded(const param_space& p, double v) {
+  if (p.type == dist::integer)
+    return std::clamp(std::round(v), p.low, p.high);
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.6g", v);
-  double r = std::clamp(std::strtod(buf, nullptr), p.low, p.high);
-  return value_text(r);
+  return std::clamp(std::strtod(buf, nullptr), p.low, p.high);
+}
+
+namespace {
+
+std::string short_text(double v, const param_space& p) {
+  return value_text(rounded(p, v));
 }
 
 } // namespace

@@ -30,6 +30,10 @@ struct rng {
 /// A float as a parameter's text: the shortest form that reads back to the same double.
 std::string value_text(double v);
 
+/// A float value of `p` kept to 6 significant digits within [low, high] (a hyperparameter
+/// as a person writes it, passed to the trial exactly as recorded); an int's rounded.
+double rounded(const param_space& p, double v);
+
 /// Whether `p`'s condition holds for the parameters drawn before it.
 bool active(const param_space& p, const assignment& before);
 

@@ -36,7 +36,7 @@ public:
   /// rebalances, `tolerance`: the least relative change of any share worth a rebalance.
   /// The first `warmup` observations are not counted (a first step also pays for its
   /// threads starting and its memory being touched).
-  speed_split(int batch, std::vector<double> initial, int every = 20, double tolerance = 0.06,
+  speed_split(int batch, std::vector<double> initial, int every = 20, double tolerance = 0.1,
               int warmup = 3);
 
   const std::vector<int>& shares() const { return shares_; }

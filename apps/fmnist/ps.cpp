@@ -16,21 +16,6 @@ namespace monkey::fmnist {
 using monkey::app::tensor;
 using clock_type = std::chrono::steady_clock;
 
-std::vector<int32_t> ps_layout::hosted_by(int32_t r) const {
-  std::vector<int32_t> out;
-  for (int32_t s = 0; s < servers; ++s)
-    if (host_of(s) == r)
-      out.push_back(s);
-  return out;
-}
-
-ps_layout::range ps_layout::shard(int32_t s) const {
-  auto n = static_cast<uint64_t>(servers);
-  auto k = static_cast<uint64_t>(s);
-  uint64_t base = params / n, extra = params % n;
-  return {k * base + std::min(k, extra), base + (k < extra ? 1 : 0)};
-}
-
 namespace {
 
 double* f64(tensor& t) {

@@ -25,27 +25,9 @@
 
 #include <monkey/app.hpp>
 
+#include "apps/fmnist/split.hpp"
+
 namespace monkey::fmnist {
-
-/// Where the shards live and how they are updated.
-struct ps_layout {
-  int32_t workers = 1;
-  int32_t servers = 1;
-  bool dedicated = false;
-  bool async = false;
-  int64_t staleness = 0; ///< ps-async: how many steps a worker may run ahead of the slowest
-  uint64_t params = 0;   ///< the model's parameter count
-
-  /// The rank that runs server `s`.
-  int32_t host_of(int32_t s) const { return dedicated ? workers + s : s % workers; }
-  /// The servers rank `r` runs (colocated: s % workers == r; dedicated: r - workers).
-  std::vector<int32_t> hosted_by(int32_t r) const;
-  /// Shard `s`: [first, first + count) of the flat parameters.
-  struct range {
-    uint64_t first = 0, count = 0;
-  };
-  range shard(int32_t s) const;
-};
 
 /// Tags of the frames between workers and servers (below the collectives' 2^31).
 enum ps_tag : uint32_t {

@@ -5,7 +5,8 @@
 // first the devices' measured GEMM speed, then the measured compute time of the steps — so
 // that unlike devices finish each step together. Every worker computes the same shares
 // from the same figures (they reach every worker with the step's statistics), so no
-// message decides them. Plain C++: no CAF (split.test.cpp).
+// message decides them. Also how the parameter servers split the parameters (ps_layout).
+// Plain C++: no CAF (split.test.cpp).
 
 #include <cstdint>
 #include <string>
@@ -55,6 +56,26 @@ private:
   std::vector<double> speed_;          ///< per worker, smoothed over the windows
   int seen_ = 0;
   int warmup_ = 0;
+};
+
+/// Where the shards live and how they are updated.
+struct ps_layout {
+  int32_t workers = 1;
+  int32_t servers = 1;
+  bool dedicated = false;
+  bool async = false;
+  int64_t staleness = 0; ///< ps-async: how many steps a worker may run ahead of the slowest
+  uint64_t params = 0;   ///< the model's parameter count
+
+  /// The rank that runs server `s`.
+  int32_t host_of(int32_t s) const { return dedicated ? workers + s : s % workers; }
+  /// The servers rank `r` runs (colocated: s % workers == r; dedicated: r - workers).
+  std::vector<int32_t> hosted_by(int32_t r) const;
+  /// Shard `s`: [first, first + count) of the flat parameters.
+  struct range {
+    uint64_t first = 0, count = 0;
+  };
+  range shard(int32_t s) const;
 };
 
 } // namespace monkey::fmnist

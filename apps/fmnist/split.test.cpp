@@ -63,3 +63,31 @@ TEST_CASE("the speed split follows measured step times: a worker twice as slow g
   speed_split gpu(256, {9000, 3000}, 5);
   CHECK(gpu.shares() == std::vector<int>{192, 64});
 }
+
+TEST_CASE("parameter server shards cover the parameters once; colocated servers go round "
+          "the workers, dedicated ones follow them", "[fmnist][split]") {
+  ps_layout l;
+  l.workers = 3;
+  l.params = 10;
+  for (int32_t servers : {1, 2, 3, 4, 7, 10}) {
+    l.servers = servers;
+    uint64_t next = 0;
+    for (int32_t s = 0; s < servers; ++s) {
+      auto r = l.shard(s);
+      CHECK(r.first == next);
+      CHECK(r.count >= 1);
+      next += r.count;
+    }
+    CHECK(next == 10);
+  }
+  l.servers = 4;
+  CHECK(l.shard(0).count == 3); // 10 = 3 + 3 + 2 + 2
+  CHECK(l.shard(3).first == 8);
+  CHECK(l.hosted_by(0) == std::vector<int32_t>{0, 3});
+  CHECK(l.hosted_by(2) == std::vector<int32_t>{2});
+  l.dedicated = true;
+  CHECK(l.host_of(0) == 3);
+  CHECK(l.host_of(3) == 6);
+  CHECK(l.hosted_by(0).empty());
+  CHECK(l.hosted_by(5) == std::vector<int32_t>{2});
+}

@@ -3,6 +3,12 @@
 
 #include <algorithm>
 
+#include <climits>
+#include <cstdlib>
+#include <unistd.h>
+
+#include "runtime/process/proc.hpp"
+
 extern char** environ;
 
 namespace monkey {
@@ -21,10 +27,24 @@ const std::map<std::string, std::string>& inherited_env() {
   return env;
 }
 
+const std::string& python_helper_dir() {
+  static const std::string dir = [] {
+    auto bin = self_dir();
+    for (auto candidate : {bin + "/../python", bin + "/../share/monkey/python"})
+      if (::access((candidate + "/monkey/__init__.py").c_str(), R_OK) == 0) {
+        char real[PATH_MAX];
+        return std::string(::realpath(candidate.c_str(), real) ? real : candidate.c_str());
+      }
+    return std::string{};
+  }();
+  return dir;
+}
+
 launch_request launch_for(const job_record& rec, const attempt_record& at,
                           const std::vector<int32_t>& gpus, const node_id& node,
                           const std::string& cgroup_base,
-                          const std::map<std::string, std::string>& base_env) {
+                          const std::map<std::string, std::string>& base_env,
+                          const std::string& python_dir) {
   launch_request req;
   auto argv = substitute_params(rec.spec);
   req.argv = argv ? *argv : rec.spec.command;
@@ -43,6 +63,10 @@ launch_request launch_for(const job_record& rec, const attempt_record& at,
   for (int g : gpus)
     visible += (visible.empty() ? "" : ",") + std::to_string(g);
   env["CUDA_VISIBLE_DEVICES"] = visible;
+  if (!python_dir.empty()) { // `import monkey`, after the job's own PYTHONPATH
+    auto& path = env["PYTHONPATH"];
+    path = path.empty() ? python_dir : path + ":" + python_dir;
+  }
   env["OMP_NUM_THREADS"] = std::to_string(rec.spec.cpus);
   env["OPENBLAS_NUM_THREADS"] = std::to_string(rec.spec.cpus);
   req.env.reserve(env.size());

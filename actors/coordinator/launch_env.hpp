@@ -16,6 +16,10 @@
 
 namespace monkey {
 
+/// Where the Python helper module (`import monkey`) lies next to this runtime's binaries:
+/// BIN/../python (a build tree) or BIN/../share/monkey/python (installed); "" when absent.
+const std::string& python_helper_dir();
+
 /// The runtime's environment as inherited (read once), without MONKEY_* variables.
 const std::map<std::string, std::string>& inherited_env();
 
@@ -24,7 +28,8 @@ const std::map<std::string, std::string>& inherited_env();
 launch_request launch_for(const job_record& rec, const attempt_record& at,
                           const std::vector<int32_t>& gpus, const node_id& node,
                           const std::string& cgroup_base,
-                          const std::map<std::string, std::string>& base_env = inherited_env());
+                          const std::map<std::string, std::string>& base_env = inherited_env(),
+                          const std::string& python_dir = python_helper_dir());
 
 /// MONKEY_GFLOPS: the measured GEMM speed of what each worker computes on (its first GPU,
 /// else its `cpus` of the CPU's slots), for apps that split work by speed (fmnist's

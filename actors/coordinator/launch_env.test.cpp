@@ -121,3 +121,26 @@ TEST_CASE("an app's world counts its extra ranks; MONKEY_GFLOPS is the worker's 
   CHECK(std::none_of(none.env.begin(), none.env.end(),
                      [](const std::string& kv) { return kv.rfind("MONKEY_GFLOPS=", 0) == 0; }));
 }
+
+TEST_CASE("the Python helper's directory goes on PYTHONPATH, after the job's own",
+          "[coordinator][launch_env]") {
+  job_record rec;
+  rec.id = job_id::generate();
+  rec.spec.command = {"python3", "train.py"};
+  attempt_record at;
+  at.number = 1;
+  auto has = [](const launch_request& r, const std::string& kv) {
+    return std::find(r.env.begin(), r.env.end(), kv) != r.env.end();
+  };
+  CHECK(has(launch_for(rec, at, {}, node_id{1}, "", {}, "/opt/monkey/python"),
+            "PYTHONPATH=/opt/monkey/python"));
+  CHECK(has(launch_for(rec, at, {}, node_id{1}, "", {{"PYTHONPATH", "/site"}}, "/opt/py"),
+            "PYTHONPATH=/site:/opt/py"));
+  rec.spec.env = {{"PYTHONPATH", "/mine"}};
+  CHECK(has(launch_for(rec, at, {}, node_id{1}, "", {{"PYTHONPATH", "/site"}}, "/opt/py"),
+            "PYTHONPATH=/mine:/opt/py"));
+  auto none = launch_for(rec, at, {}, node_id{1}, "", {}, "");
+  CHECK(has(none, "PYTHONPATH=/mine"));
+  // This build's own: next to the binaries (build/python).
+  CHECK_FALSE(python_helper_dir().empty());
+}

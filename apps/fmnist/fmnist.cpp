@@ -187,7 +187,9 @@ struct rank_state {
   tensor exchange;       ///< [stats | gradients]: what the all-reduce sums (ps: pushes)
   size_t stats = 0;      ///< floats ahead of the gradients: loss, correct, stop, one per rank
   tensor weights;        ///< ps: the parameters, where the servers' replies land
-  tensor push_hdr;       ///< ps: this step's push header (float64)
+  tensor push_hdr;       ///< ps: this step's push header (float64), as the step fills it
+  std::vector<tensor> push_hdrs; ///< ps: per server, the header as pushed (a copy: the step
+                                 ///< goes on filling push_hdr while earlier pushes are sent)
   std::vector<tensor> reply_hdr; ///< ps: per server, its reply's header (float64)
   std::vector<char> pushed;      ///< ps: per server, this step's push is out
   uint64_t lowest_done = 0;      ///< ps: the backward pass has finished params from here on
@@ -275,6 +277,8 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
   if (cfg.ps) {
     st->weights = tensor::f32(params);
     st->push_hdr = tensor(monkey::app::dtype::f64, push_fields);
+    for (int32_t s = 0; s < cfg.servers; ++s)
+      st->push_hdrs.emplace_back(monkey::app::dtype::f64, push_fields);
     for (int32_t s = 0; s < cfg.servers; ++s)
       st->reply_hdr.emplace_back(monkey::app::dtype::f64, reply_fields + static_cast<size_t>(W));
     st->pushed.assign(static_cast<size_t>(cfg.servers), 0);
@@ -383,7 +387,9 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
       f64(st->push_hdr)[p_flags] = flag_done;
       for (int32_t s = 0; s < cfg.servers; ++s) {
         auto r = layout.shard(s);
-        st->pending[dp.send(layout.host_of(s), ps_tag_for(push_header, s), st->push_hdr)] = -3;
+        auto& h = st->push_hdrs[static_cast<size_t>(s)];
+        std::memcpy(h.data(), st->push_hdr.data(), push_fields * sizeof(double));
+        st->pending[dp.send(layout.host_of(s), ps_tag_for(push_header, s), h)] = -3;
         st->pending[dp.send(layout.host_of(s), ps_tag_for(push_grads, s),
                             st->exchange.slice(st->stats + r.first, r.count))] = -3;
       }
@@ -518,7 +524,9 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
     auto r = layout.shard(s);
     auto host = layout.host_of(s);
     st->pushed[static_cast<size_t>(s)] = 1;
-    st->pending[dp.send(host, ps_tag_for(push_header, s), st->push_hdr)] = -1;
+    auto& h = st->push_hdrs[static_cast<size_t>(s)];
+    std::memcpy(h.data(), st->push_hdr.data(), push_fields * sizeof(double));
+    st->pending[dp.send(host, ps_tag_for(push_header, s), h)] = -1;
     st->pending[dp.send(host, ps_tag_for(push_grads, s),
                         st->exchange.slice(st->stats + r.first, r.count))] = -1;
   };

@@ -45,10 +45,6 @@ using namespace monkey::fmnist;
 using clock_type = std::chrono::steady_clock;
 using next_step = caf::atom_constant<caf::atom("next_step")>;
 
-double* f64(tensor& t) {
-  return static_cast<double*>(t.data());
-}
-
 std::string number_text(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", v);

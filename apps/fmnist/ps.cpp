@@ -18,10 +18,6 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-double* f64(tensor& t) {
-  return static_cast<double*>(t.data());
-}
-
 /// One shard's state on its server.
 struct shard_state {
   int32_t s = 0;

@@ -29,6 +29,11 @@
 
 namespace monkey::fmnist {
 
+/// A float64 tensor's elements (the headers).
+inline double* f64(monkey::app::tensor& t) {
+  return static_cast<double*>(t.data());
+}
+
 /// Tags of the frames between workers and servers (below the collectives' 2^31).
 enum ps_tag : uint32_t {
   push_header = 1u << 24,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "monkey/app.hpp"
+#include "runtime/apps/schema.hpp"
 #include "runtime/dataplane/mesh.hpp"
 #include "runtime/ids.hpp"
 #include "runtime/job.hpp"
@@ -19,6 +20,10 @@
 namespace monkey::app {
 
 // ---- the host's shared state ------------------------------------------------------------------
+
+/// The app's schema as `--describe` prints it and nodes check submissions against
+/// (definition.cpp).
+app_schema schema_of(const definition& d);
 
 struct host_state {
   const definition* app = nullptr;

@@ -15,6 +15,20 @@ def final_accuracy(c, job):
     return acc[-1]["value"] if acc else 0.0
 
 
+def learned_in_two_epochs(c, job, name, timeout):
+    """The job succeeded, ended its 2 epochs at least 80 % accurate and reported a falling
+    loss every step; its loss points."""
+    s = c.wait_final(job, timeout)
+    check(s["state"] == "succeeded", f"{name} trained: {s}")
+    acc = points(c, job, "test_accuracy")
+    check(len(acc) == 2 and acc[-1]["value"] >= 0.80,
+          f"{name}: 2 epochs, the last at least 80 % accurate: {acc}")
+    loss = points(c, job, "loss")
+    check(len(loss) == 2 * (60000 // 256) and loss[-1]["value"] < loss[0]["value"] / 2,
+          f"{name}: a loss per step, falling ({loss[0]}, {loss[-1]})")
+    return loss
+
+
 def strategies_learn(c):
     """single on one worker and allreduce on two (one per node: 2 cpus each) both pass 80 %
     test accuracy after 2 epochs; every rank reports its time breakdown each step; rank 0
@@ -24,14 +38,7 @@ def strategies_learn(c):
     ring = c.submit("--app", "fmnist", "--workers", "2", "--cpus", "2", "--set",
                     "strategy=allreduce", "--set", "epochs=2", *SMALL)
     for job, name in ((single, "single"), (ring, "allreduce")):
-        s = c.wait_final(job, 180)
-        check(s["state"] == "succeeded", f"{name} trained: {s}")
-        acc = points(c, job, "test_accuracy")
-        check(len(acc) == 2 and acc[-1]["value"] >= 0.80,
-              f"{name}: 2 epochs, the last at least 80 % accurate: {acc}")
-        loss = points(c, job, "loss")
-        check(len(loss) == 2 * (60000 // 256) and loss[-1]["value"] < loss[0]["value"] / 2,
-              f"{name}: a loss per step, falling ({loss[0]}, {loss[-1]})")
+        loss = learned_in_two_epochs(c, job, name, 180)
         check(points(c, job, "samples_per_s")[-1]["value"] > 0, f"{name}: throughput")
     s = c.show(ring)
     check(len(s["attempts"][-1]["hosts"]) == 2, f"the two workers ran on two nodes: {s['attempts']}")
@@ -59,14 +66,7 @@ def ps_strategies_learn(c):
                     "strategy=ps-async", "--set", "ps_placement=dedicated", "--set",
                     "staleness=2", "--set", "epochs=2", *SMALL)
     for job, name in ((sync, "ps-sync"), (asyn, "ps-async")):
-        s = c.wait_final(job, 240)
-        check(s["state"] == "succeeded", f"{name} trained: {s}")
-        acc = points(c, job, "test_accuracy")
-        check(len(acc) == 2 and acc[-1]["value"] >= 0.80,
-              f"{name}: 2 epochs, the last at least 80 % accurate: {acc}")
-        loss = points(c, job, "loss")
-        check(len(loss) == 2 * (60000 // 256) and loss[-1]["value"] < loss[0]["value"] / 2,
-              f"{name}: a loss per step, falling ({loss[0]}, {loss[-1]})")
+        loss = learned_in_two_epochs(c, job, name, 240)
         for key in ("compute_s", "comm_s", "wait_s"):
             series = points(c, job, key)
             check(sorted({p["rank"] for p in series}) == [0, 1] and len(series) == 2 * len(loss),

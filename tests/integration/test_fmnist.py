@@ -115,7 +115,9 @@ def throttled_worker_gets_less(c):
     share = {r: [p["value"] for p in sorted(points(c, job, "share"), key=lambda p: p["step"])
                  if p["rank"] == r] for r in (0, 1)}
     check(share[0][0] == share[1][0] == 128, f"equal to start: {share}")
-    check(share[1][-1] < 100 and share[0][-1] + share[1][-1] == 256,
+    # The shares follow noisy step times on a busy machine: judged by their median.
+    later = sorted(share[1][1:])
+    check(later and later[len(later) // 2] < 100 and share[0][-1] + share[1][-1] == 256,
           f"the throttled worker computes fewer rows: {share}")
     eq = c.submit(*base, "--set", "split=equal")
     check(c.wait_final(eq, 180)["state"] == "succeeded", "trained")

@@ -31,7 +31,7 @@ struct worker_state {
   int pgid = 0;
   std::string cgroup;
   bool exited = false;
-  std::string stop_reason; ///< "", "timeout", "cancelled", "requeued"
+  std::string stop_reason; ///< "", "timeout", "cancelled", "stopped", "requeued"
   bool killed = false;     ///< SIGKILL sent after the grace period
   uint64_t log_offset = 0;
   std::string partial_line;
@@ -327,6 +327,9 @@ attempt_result judge(worker_state& st, const exit_info& ex) {
   } else if (st.stop_reason == "cancelled") {
     r.outcome = "cancelled";
     r.cause = "cancelled (" + how + ")";
+  } else if (st.stop_reason == "stopped") {
+    r.outcome = "stopped";
+    r.cause = "stopped early (" + how + ")";
   } else if (st.stop_reason == "requeued") {
     r.outcome = "requeued";
     r.cause = "stopped for requeue: the runtime is shutting down (" + how + ")";

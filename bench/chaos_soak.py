@@ -35,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 from test_partition import Relay, free_port  # noqa: E402
 
-FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost", "stopped"}
 REPLICAS = 2
 
 

@@ -17,7 +17,7 @@ N = int(sys.argv[1]) if len(sys.argv) > 1 else 100
 
 
 def wait_done(c, ids, timeout):
-    finals = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+    finals = {"succeeded", "failed", "cancelled", "timed_out", "lost", "stopped"}
     want = set(ids)
 
     def done():

@@ -20,6 +20,7 @@ const char* to_string(job_state s) {
     case job_state::cancelled: return "cancelled";
     case job_state::timed_out: return "timed_out";
     case job_state::lost: return "lost";
+    case job_state::stopped: return "stopped";
   }
   return "unknown";
 }
@@ -95,7 +96,7 @@ status validate(const job_spec& s) {
   if (s.extra_ranks < 0 || s.ranks() > 4096)
     return failure{"workers: " + std::to_string(s.workers) + " workers and "
                    + std::to_string(s.extra_ranks) + " more ranks of the app exceed 4096 ranks"};
-  if (s.cpus < 1 || s.cpus > 4096)
+  if (s.cpus < (s.driver ? 0 : 1) || s.cpus > 4096) // a driver may hold no slot
     return failure{"cpus: must be between 1 and 4096, got " + std::to_string(s.cpus)};
   if (s.gpus < 0 || s.gpus > 64)
     return failure{"gpus: must be between 0 and 64, got " + std::to_string(s.gpus)};

@@ -22,6 +22,7 @@ enum class job_state : uint8_t {
   cancelled = 4, ///< final: cancelled by a user, or a dependency can never be met
   timed_out = 5, ///< final: the last attempt ran past its timeout
   lost = 6,      ///< final: lost to runtime crashes more often than --max-requeues
+  stopped = 7,   ///< final: stopped early by its sweep (or `monkey stop`), not a failure
 };
 
 const char* to_string(job_state s);
@@ -79,10 +80,19 @@ struct job_spec {
   /// Another job whose newest checkpoint this one starts from while it has none of its own
   /// (`--checkpoint-from JOB`, spec key `checkpoint_from`; docs/checkpoints.md).
   std::string checkpoint_from;
+  /// A sweep's trial: the sweep (its driver job's id) and the trial's number in it (from 0);
+  /// "" and -1 otherwise (docs/sweeps.md).
+  std::string sweep;
+  int32_t trial = -1;
+  /// The job drives other jobs (a sweep's driver): its node gives it a session to the
+  /// cluster (MONKEY_NODE_ADDRESS, MONKEY_SESSION_KEY) with which it may submit, list, show
+  /// and stop jobs.
+  bool driver = false;
   MSGPACK_DEFINE_MAP(name, command, app, params, cpus, gpus, gpu_mem_mb, mem_mb, tags, retries,
                      max_requeues, timeout_s, priority, workdir, env, seed, has_seed, after, array,
                      array_index, user, host, retry_backoff_s, retry_backoff_max_s, workers,
-                     app_build, time_estimate_s, checkpoint_from, extra_ranks);
+                     app_build, time_estimate_s, checkpoint_from, extra_ranks, sweep, trial,
+                     driver);
 };
 
 struct attempt_record {

@@ -260,7 +260,8 @@ void stop_part_worker(coordinator_actor* self, part_run& p, const std::string& w
     return;
   p.stop = why;
   if (p.worker)
-    self->send(p.worker, atoms::stop::value, why == "requeued" ? why : std::string("cancelled"));
+    self->send(p.worker, atoms::stop::value,
+              why == "requeued" || why == "stopped" ? why : std::string("cancelled"));
 }
 
 /// Kills part `p` at once and forgets it (its owner is gone, or this node was fenced).

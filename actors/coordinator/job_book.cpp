@@ -197,6 +197,8 @@ bool end_attempt(job_record& rec, int32_t number, const attempt_end& end, int64_
     touch(rec, job_state::succeeded, label, now);
   } else if (end.outcome == "cancelled") {
     touch(rec, job_state::cancelled, label, now);
+  } else if (end.outcome == "stopped") {
+    touch(rec, job_state::stopped, label, now);
   } else if (end.outcome == "requeued") {
     touch(rec, job_state::queued, label + "; requeued without charging a retry", now);
   } else if (rec.retries_used < rec.spec.retries) {

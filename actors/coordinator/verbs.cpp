@@ -33,6 +33,9 @@ job_summary summarize(const job_record& rec) {
   s.version = rec.version;
   s.final = is_final(rec.state);
   s.params = rec.spec.params;
+  s.sweep = rec.spec.sweep;
+  s.trial = rec.spec.trial;
+  s.driver = rec.spec.driver;
   for (auto& n : rec.replicas)
     s.holders.push_back(n);
   return s;
@@ -137,25 +140,27 @@ void on_cancel(coordinator_actor* self, caf::response_promise rp, const id_reque
   if (is_final(rec->state))
     return rp.deliver(make_error(errc::conflict, "job " + id->short_str() + " already ended ("
                                                    + to_string(rec->state) + ")"));
+  const char* word = req.stop ? "stopped" : "cancelled";
   if (rec->state == job_state::queued) {
     auto before = *rec;
     st.book.dequeue(*id);
-    touch(*rec, job_state::cancelled, "cancelled while queued", now_ms());
+    touch(*rec, req.stop ? job_state::stopped : job_state::cancelled,
+          req.stop ? "stopped while queued" : "cancelled while queued", now_ms());
     auto jid = *id;
     commit_final(self, jid, before, [=](final_outcome outcome) mutable {
       switch (outcome) {
         case final_outcome::committed:
-          rp.deliver(reply(text_reply{"cancelled " + jid.short_str()}));
+          rp.deliver(reply(text_reply{std::string(word) + " " + jid.short_str()}));
           break;
         case final_outcome::superseded:
           rp.deliver(make_error(errc::conflict, "job " + jid.short_str()
-                                                  + " moved to another owner meanwhile: "
-                                                    "cancel it again"));
+                                                  + " moved to another owner meanwhile: ask "
+                                                    "again"));
           break;
         case final_outcome::failed:
           rp.deliver(make_error(errc::journal_failure,
                                 "job " + jid.short_str()
-                                  + " is cancelled on its holders, but this node's journal "
+                                  + " is " + word + " on its holders, but this node's journal "
                                     "write failed (it is written again later)"));
           break;
       }
@@ -164,13 +169,14 @@ void on_cancel(coordinator_actor* self, caf::response_promise rp, const id_reque
     return;
   }
   auto& run = st.running[*id];
+  std::string how = req.stop ? "stopped" : "cancelled";
   if (run.gang)
-    stop_gang(self, *id, "cancelled"); // every part, told with the next poll
+    stop_gang(self, *id, how); // every part, told with the next poll
   else if (run.worker)
-    self->send(run.worker, atoms::stop::value, std::string("cancelled"));
+    self->send(run.worker, atoms::stop::value, how);
   else
-    run.stop_pending = "cancelled";
-  rp.deliver(reply(text_reply{"cancelling " + id->short_str()
+    run.stop_pending = how;
+  rp.deliver(reply(text_reply{std::string(req.stop ? "stopping " : "cancelling ") + id->short_str()
                               + " (SIGTERM to its process group, SIGKILL after the grace period)"}));
 }
 
@@ -304,6 +310,8 @@ void on_list(coordinator_actor* self, caf::response_promise rp, const list_reque
     if (!req.state.empty() && req.state != to_string(rec.state))
       return;
     if (!req.key.empty() && rec.client_key != req.key)
+      return;
+    if (!req.sweep.empty() && rec.spec.sweep != req.sweep)
       return;
     r.jobs.push_back(summarize(rec));
   };

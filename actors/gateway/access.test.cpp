@@ -25,8 +25,13 @@ TEST_CASE("each role sends only its own verbs", "[gateway][access]") {
     CHECK(verb_allowed(role::client, v));
     CHECK(verb_allowed(role::node, v));
     CHECK_FALSE(verb_allowed(role::app, v));
+    CHECK(verb_allowed(role::driver, v) == (v != verb::remove));
     CHECK(route_of(v) == destination::router);
   }
+  // A driver job (a sweep's) follows its trials; nothing of the nodes' or the operator's.
+  for (auto v : {verb::drain, verb::remove, verb::tree, verb::kill_actor, verb::devices,
+                 verb::checkpoints, verb::peer_replicate, verb::app_report, verb::submit_tasks})
+    CHECK_FALSE(verb_allowed(role::driver, v));
   for (auto v : {verb::tree, verb::kill_actor, verb::submit_tasks}) {
     CHECK(verb_allowed(role::client, v));
     CHECK_FALSE(verb_allowed(role::node, v));
@@ -51,7 +56,7 @@ TEST_CASE("each role sends only its own verbs", "[gateway][access]") {
   CHECK_FALSE(verb_allowed(role::app, verb::checkpoints));
   CHECK(route_of(verb::checkpoints) == destination::checkpoints);
   // The handshake is open to all, and status.
-  for (auto r : {role::client, role::node, role::app}) {
+  for (auto r : {role::client, role::node, role::app, role::driver}) {
     CHECK(verb_allowed(r, verb::hello));
     CHECK(verb_allowed(r, verb::auth));
     CHECK(verb_allowed(r, verb::status));

@@ -223,7 +223,7 @@ void cluster_list(router_actor* self, caf::response_promise rp, list_request req
   for (auto& n : st.view.in_state(member_state::suspect))
     unreachable->push_back(n + " (suspect)");
   auto limit = req.limit;
-  bool filtered = !req.state.empty();
+  bool filtered = !req.state.empty() || !req.sweep.empty();
   req.local = true;
   req.limit = 0;
   auto body = encode(req);

@@ -227,6 +227,11 @@ public:
 
   decision observe(int64_t, int64_t, double) override { return verdict::go_on; }
 
+  void adopt(int64_t id, const assignment& params) override {
+    if (id >= 0 && static_cast<size_t>(id) < trials_.size())
+      trials_[static_cast<size_t>(id)].params = params;
+  }
+
   void finish(int64_t id, std::optional<double> value) override {
     if (id < 0 || static_cast<size_t>(id) >= trials_.size())
       return;
@@ -452,6 +457,11 @@ public:
       return;
     auto& m = members_[static_cast<size_t>(id)];
     m.state = value ? finished : failed;
+  }
+
+  void adopt(int64_t id, const assignment& params) override {
+    if (id >= 0 && static_cast<size_t>(id) < members_.size())
+      members_[static_cast<size_t>(id)].params = params;
   }
 
   std::string save() const override {

@@ -53,6 +53,11 @@ public:
   /// Trial `id` ended: its value (the metric's last or best point), or none (it failed or
   /// reported nothing).
   virtual void finish(int64_t id, std::optional<double> value) = 0;
+  /// Trial `id` (already suggested) runs with `params` instead of what was suggested: a
+  /// driver that went on from an older saved state found the trial already started with
+  /// the parameters of a suggestion made after that state (runner.cpp). Algorithms that
+  /// model their trials' parameters (tpe, pbt) take them; the others need nothing.
+  virtual void adopt(int64_t /*id*/, const assignment& /*params*/) {}
   /// The whole state, as text (JSON), and back.
   virtual std::string save() const = 0;
   virtual status restore(const std::string& state) = 0;

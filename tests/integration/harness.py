@@ -109,12 +109,12 @@ class Cluster:
         return json.loads(self.monkey("show", job, "--json").stdout)
 
     def wait_final(self, job, timeout=120):
-        finals = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+        finals = {"succeeded", "failed", "cancelled", "timed_out", "lost", "stopped"}
         return wait_until(lambda: (lambda s: s if s["state"] in finals else None)(self.show(job)),
                           timeout, f"job {job} to finish")
 
     def wait_all_final(self, timeout=300):
-        finals = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+        finals = {"succeeded", "failed", "cancelled", "timed_out", "lost", "stopped"}
         return wait_until(lambda: (lambda js: js if js and all(j["state"] in finals for j in js)
                                    else None)(self.jobs()), timeout, "all jobs to finish",
                           interval=0.3)

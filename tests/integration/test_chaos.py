@@ -19,7 +19,7 @@ import time
 
 from harness import RUNTIME, check, run, wait_until
 
-FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost", "stopped"}
 JOBS = int(os.environ.get("MONKEY_CHAOS_JOBS", "300"))
 
 

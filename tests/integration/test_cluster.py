@@ -203,7 +203,7 @@ def drain_node(c):
     check(m and m["state"] == "left", f"a planned leave, not a failure: {m}")
     r = c.monkey("submit", "--address", victim["address"], "--", "true", check_rc=False)
     check(r.returncode != 0, "the drained node accepts nothing any more")
-    finals = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+    finals = {"succeeded", "failed", "cancelled", "timed_out", "lost", "stopped"}
     js = wait_until(lambda: (lambda js: js if len(js) == 9 and all(
         j["state"] in finals for j in js) else None)(
             json.loads(c.monkey("jobs", "--json", "--address", nodes[0]["address"]).stdout)),

@@ -14,7 +14,7 @@ import time
 
 from harness import (MONKEY, check, final_versions, journal_rows, key_for, run, wait_until)
 
-FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost", "stopped"}
 
 
 def up(c, n, *extra, env=None):

@@ -25,7 +25,7 @@ import time
 from harness import (MONKEY, RUNTIME, Cluster, check, current_versions, final_versions,
                      wait_until)
 
-FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost", "stopped"}
 SKIP = 77
 
 

@@ -12,7 +12,7 @@ import time
 
 from harness import MONKEY, RUNTIME, check, journal_rows, final_versions, run, wait_until
 
-FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost", "stopped"}
 
 
 def up(c, n):
@@ -85,7 +85,7 @@ def owner_kill9(c):
 
     victim_node = wait_until(running_elsewhere, 30, "a job running on another node")
     victim = by_node[node_of[victim_node]]
-    finals = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
+    finals = {"succeeded", "failed", "cancelled", "timed_out", "lost", "stopped"}
     ended_before = {j["id"] for j in jobs_at(c, entry["address"]) or [] if j["state"] in finals}
     os.kill(victim["pid"], signal.SIGKILL)
     js = wait_until(lambda: all_final(c, entry["address"], 8), 120,

@@ -1,13 +1,48 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Sweeps (issue #13), the first step: `monkey sweep check FILE` reads a sweep file as a node
-will and shows the first trials its algorithm would start; bad files are refused naming the
-line and the field, with the usage exit code."""
+"""Sweeps (issue #13): `monkey sweep check FILE` reads a sweep file as its driver will and
+shows the first trials; bad files are refused naming the line and the field. Running sweeps
+on a local cluster of real nodes: an ASHA sweep of real command jobs (trials placed on every
+node, the weak ones stopped at a rung and ending `stopped`, the progress bar, status and
+best), kill -9 of the node running the sweep's driver (the sweep finishes with exactly its
+budget's trials, none repeated), and `sweep stop`."""
 import json
 import os
 import subprocess
 import tempfile
+import time
 
-from harness import MONKEY, check, run
+from harness import MONKEY, check, nodes_up, node_ids, run, wait_until
+
+# A trial: accuracy climbs towards x along 1 - exp(-step/2), one point per step; it saves
+# nothing and ends after MAX_T steps (or when stopped: SIGTERM ends it at once).
+TRIAL = """import math, sys, time
+x = float(sys.argv[1]); max_t = int(sys.argv[2]); pause = float(sys.argv[3])
+for step in range(1, max_t + 1):
+    time.sleep(pause)
+    print(f"MONKEY_METRIC step={step} acc={x * (1 - math.exp(-step / 2)):.6f}", flush=True)
+"""
+
+
+def sweep_files(tmp, algorithm, budget, parallel, pause, max_t=9):
+    script = os.path.join(tmp, "trial.py")
+    with open(script, "w") as f:
+        f.write(TRIAL)
+    path = os.path.join(tmp, "sweep.yaml")
+    with open(path, "w") as f:
+        f.write(f"""name: it
+trial: {{command: [python3, {script}, "{{x}}", "{max_t}", "{pause}"]}}
+space:
+  x: {{type: uniform, low: 0.1, high: 1.0}}
+metric: {{name: acc, goal: maximize}}
+algorithm: {algorithm}
+budget: {budget}
+parallel: {parallel}
+""")
+    return path
+
+
+def trials_of(c, sweep):
+    return [j for j in c.jobs() if j.get("sweep") == sweep]
 
 
 def sweep_check(text, *args):
@@ -92,5 +127,92 @@ def bad_files_name_the_line_and_field(c):
     check(r.returncode == 2 and "cannot open the sweep file" in r.stderr, r.stderr)
 
 
+def asha_sweep_of_command_jobs(c):
+    """ASHA over 9 real command jobs, 4 at a time, on 3 nodes: `sweep start --wait` shows its
+    progress bar and the best trial and exits 0; exactly 9 trials, each a job listed with its
+    sweep, placed on more than one node; the weak ones stopped at a rung end `stopped`
+    (their --wait exit code 122), the others reach max_t; status and best agree with the
+    trials' own metrics."""
+    nodes_up(c, 3)
+    tmp = tempfile.mkdtemp(dir=c.home)
+    path = sweep_files(tmp, "{name: asha, seed: 4, reduction_factor: 3, grace: 1, max_t: 9}",
+                       "{trials: 9}", 4, 0.25)
+    r = c.monkey("sweep", "start", path, "--wait", check_rc=False, timeout=240)
+    check(r.returncode == 0, f"sweep start --wait: rc {r.returncode}: {r.stderr}")
+    sweep = r.stdout.strip().splitlines()[0]
+    check("9/9 trials" in r.stderr and "best: trial " in r.stderr, r.stderr)
+    trials = trials_of(c, sweep)
+    check(sorted(t["trial"] for t in trials) == list(range(9)), f"trials: {trials}")
+    states = [t["state"] for t in trials]
+    check("stopped" in states and "succeeded" in states and
+          set(states) <= {"stopped", "succeeded"}, f"states: {states}")
+    check(len({t["ran_on"] for t in trials}) >= 2, "trials ran on more than one node")
+    stopped = next(t for t in trials if t["state"] == "stopped")
+    w = c.show(stopped["id"])
+    check(w["attempts"][-1]["cause"].startswith("stopped early"), w["attempts"])
+    status = json.loads(c.monkey("sweep", "status", sweep, "--json").stdout)
+    check(status["state"] == "succeeded" and len(status["trials"]) == 9, status)
+    finals = [t["last"] for t in status["trials"] if t["state"] == "succeeded"]
+    best = json.loads(c.monkey("sweep", "best", sweep, "--json").stdout)
+    check(abs(best["value"] - max(t["last"] for t in status["trials"])) < 1e-9
+          and best["value"] in finals, f"best {best} of {status['trials']}")
+    check(best["command"].startswith("python3 ") and best["params"]["x"] in best["command"], best)
+    text = c.monkey("sweep", "status", sweep).stdout
+    check("[########################] 9/9 trials" in text and "stopped" in text, text)
+    listed = json.loads(c.monkey("sweep", "list", "--json").stdout)
+    check([s["id"] for s in listed] == [sweep] and listed[0]["trials_done"] == 9, listed)
+    not_sweep = c.monkey("sweep", "status", stopped["id"], check_rc=False)
+    check(not_sweep.returncode == 1 and "is not a sweep" in not_sweep.stderr, not_sweep.stderr)
+
+
+def driver_node_killed(c):
+    """kill -9 of the node running the sweep's driver, mid-sweep: the driver's job is adopted
+    by a survivor, goes on from its saved state, and the sweep finishes with exactly its 8
+    trials, each one job (none repeated), the ones finished before the kill kept."""
+    nodes_up(c, 3)
+    tmp = tempfile.mkdtemp(dir=c.home)
+    path = sweep_files(tmp, "{name: random, seed: 9}", "{trials: 8}", 2, 0.3, max_t=5)
+    sweep = c.monkey("sweep", "start", path).stdout.strip()
+    wait_until(lambda: sum(t["state"] == "succeeded" for t in trials_of(c, sweep)) >= 2, 90,
+               "two trials to finish")
+    before = {t["trial"]: t["id"] for t in trials_of(c, sweep) if t["state"] == "succeeded"}
+    driver = c.show(sweep)
+    ids = node_ids(c)
+    host = next(n for n, i in ids.items() if i == driver["attempts"][-1]["node"])
+    c.kill9(host)
+    c.env["MONKEY_ADDRESS"] = ",".join(n["address"] for k, n in c.nodes.items() if k != host)
+    end = wait_until(lambda: (lambda s: s if s["state"] in ("succeeded", "failed", "cancelled",
+                                                             "lost") else None)(c.show(sweep)),
+                     180, "the sweep to finish after its driver's node died")
+    check(end["state"] == "succeeded", f"driver: {end['state']} {end.get('reason')}")
+    check(len(end["attempts"]) >= 2, "the driver ran again elsewhere")
+    trials = trials_of(c, sweep)
+    numbers = sorted(t["trial"] for t in trials)
+    check(numbers == list(range(8)), f"exactly 8 trials, none repeated: {numbers}")
+    for t in trials:
+        check(t["state"] in ("succeeded", "lost"), f"trial {t['trial']}: {t['state']}")
+    for n, i in before.items():
+        check(any(t["id"] == i for t in trials), f"trial {n} finished before the kill is kept")
+
+
+def stop_a_sweep(c):
+    """`sweep stop`: the driver stops its running trials (they end `stopped`), starts no
+    more, and its job ends cancelled."""
+    nodes_up(c, 2)
+    tmp = tempfile.mkdtemp(dir=c.home)
+    path = sweep_files(tmp, "{name: random, seed: 2}", "{trials: 20}", 2, 2.0, max_t=60)
+    sweep = c.monkey("sweep", "start", path).stdout.strip()
+    wait_until(lambda: sum(t["state"] == "running" for t in trials_of(c, sweep)) == 2, 60,
+               "two running trials")
+    out = c.monkey("sweep", "stop", sweep[-8:]).stdout
+    check("stopping sweep" in out, out)
+    c.wait_final(sweep, timeout=60)
+    wait_until(lambda: all(t["state"] == "stopped" for t in trials_of(c, sweep)), 60,
+               "the trials to end stopped")
+    check(len(trials_of(c, sweep)) == 2, "no more trials started")
+    check(c.show(sweep)["state"] == "cancelled", "the sweep's driver ends cancelled")
+
+
 if __name__ == "__main__":
-    run(check_shows_the_first_trials, bad_files_name_the_line_and_field)
+    run(check_shows_the_first_trials, bad_files_name_the_line_and_field,
+        asha_sweep_of_command_jobs, driver_node_killed, stop_a_sweep)

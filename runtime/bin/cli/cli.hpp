@@ -22,6 +22,7 @@ using json = nlohmann::json;
 
 // Exit codes besides 0 and 1 (`submit --wait` exits with the job's own code).
 constexpr int exit_usage = 2;
+constexpr int exit_stopped = 122; ///< stopped early (a sweep's trial)
 constexpr int exit_lost = 123;
 constexpr int exit_timed_out = 124;
 constexpr int exit_cancelled = 125;
@@ -77,6 +78,8 @@ verb_def add_console(CLI::App& app);
 verb_def add_rm(CLI::App& app);
 verb_def add_checkpoints(CLI::App& app);
 verb_def add_sweep(CLI::App& app);
+/// `monkey sweep drive`: a sweep's driver job (sweep_drive.cpp).
+int run_sweep_drive();
 
 /// Node id → name, as the connected node knows its members (empty when it cannot say).
 std::map<std::string, std::string> node_names(context& ctx);

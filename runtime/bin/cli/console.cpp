@@ -19,7 +19,7 @@ namespace {
 /// these; `up`, `down`, `certs` act on this machine and `console` is refused here).
 const char* const verbs[] = {"submit", "jobs",  "status", "show",  "logs", "cancel", "why",
                              "devices", "nodes", "drain", "tree", "kill", "tasks", "rm",
-                             "checkpoints", nullptr};
+                             "checkpoints", "sweep", nullptr};
 /// The console's own words.
 const char* const own_words[] = {"help", "exit", "quit", nullptr};
 

@@ -32,7 +32,7 @@ std::string clock_time(int64_t ms) {
 }
 
 json to_json(const job_summary& s) {
-  return {{"id", s.id.str()},         {"name", s.name},
+  json j = {{"id", s.id.str()},         {"name", s.name},
           {"state", s.unavailable ? "unavailable" : to_string(s.state)},
           {"attempts", s.attempts},   {"holders", s.holders},
           {"priority", s.priority},   {"cpus", s.cpus},
@@ -41,6 +41,13 @@ json to_json(const job_summary& s) {
           {"reason", s.reason},       {"owner", s.owner},
           {"ran_on", s.ran_on},       {"version", s.version},
           {"params", s.params},       {"metrics", s.metrics}};
+  if (!s.sweep.empty()) {
+    j["sweep"] = s.sweep;
+    j["trial"] = s.trial;
+  }
+  if (s.driver)
+    j["driver"] = true;
+  return j;
 }
 
 std::string shell_quote(const std::string& arg) {
@@ -149,6 +156,7 @@ int exit_code_of(const job_record& rec) {
     case job_state::cancelled: return exit_cancelled;
     case job_state::timed_out: return exit_timed_out;
     case job_state::lost: return exit_lost;
+    case job_state::stopped: return exit_stopped;
     default: break;
   }
   if (rec.attempts.empty())

@@ -457,7 +457,8 @@ struct list_request {
   std::string key;    ///< only the jobs of this client key (a retried submit's lookup)
   std::string id;     ///< only the jobs whose id ends with this text (resolving a suffix)
   bool metrics = false; ///< fill each row's last metric values (from the node that ran it)
-  MSGPACK_DEFINE_MAP(state, limit, local, key, id, metrics);
+  std::string sweep;    ///< only the trials of this sweep (its driver job's full id)
+  MSGPACK_DEFINE_MAP(state, limit, local, key, id, metrics, sweep);
 };
 
 struct job_summary {
@@ -482,9 +483,12 @@ struct job_summary {
   bool final = false; ///< in a final state (a final copy stands over any that is not)
   std::map<std::string, std::string> params;
   std::map<std::string, double> metrics; ///< last value of each key (list_request.metrics)
+  std::string sweep;  ///< a trial's sweep ("" otherwise)
+  int32_t trial = -1; ///< its number in the sweep
+  bool driver = false; ///< a sweep's driver job
   MSGPACK_DEFINE_MAP(id, name, state, attempts, priority, cpus, gpus, submitted_ms, updated_ms,
                      exit_code, reason, owner, ran_on, version, holders, unavailable, final,
-                     params, metrics);
+                     params, metrics, sweep, trial, driver);
 };
 
 struct list_reply {
@@ -501,7 +505,10 @@ struct id_request {
   std::string id;
   bool local = false; ///< only this node (a peer asks; no fan-out)
   std::string metric = {}; ///< show: also this metric's points (`show --metric KEY`)
-  MSGPACK_DEFINE_MAP(id, local, metric);
+  /// cancel: stop the job early instead (a sweep's trial): it ends `stopped`, not
+  /// `cancelled` (SIGTERM, SIGKILL after the grace period, as for a cancel).
+  bool stop = false;
+  MSGPACK_DEFINE_MAP(id, local, metric, stop);
 };
 
 struct show_reply {

@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: Apache-2.0
+// The sweep runner against a scripted cluster: trials are jobs that report one point per
+// round along a learning curve their parameters decide, and end after max_t points; a stop
+// ends them `stopped`. The real cluster's version of these is tests/integration/test_sweep.py.
+#include "runtime/sweep/runner.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <set>
+
+using namespace monkey;
+using namespace monkey::sweep;
+
+namespace {
+
+struct fake_job {
+  trial_job row;
+  job_spec spec;
+  std::string key;
+  std::vector<std::pair<int64_t, double>> points;
+};
+
+/// A cluster whose jobs advance one step per tick.
+class fake_cluster final : public cluster {
+public:
+  int64_t max_t = 9;
+  int submits = 0;
+  std::vector<fake_job> jobs_;
+
+  expected<std::string> submit(const job_spec& spec, const std::string& key) override {
+    ++submits;
+    for (auto& j : jobs_)
+      if (j.key == key)
+        return j.row.id;
+    fake_job j;
+    j.row.id = "job" + std::to_string(jobs_.size());
+    j.row.trial = spec.trial;
+    j.row.state = job_state::running;
+    j.row.submitted_ms = static_cast<int64_t>(jobs_.size());
+    j.row.params = spec.params;
+    j.spec = spec;
+    j.key = key;
+    if (!spec.checkpoint_from.empty()) // a continuation resumes at its donor's last step
+      for (auto& d : jobs_)
+        if (d.row.id == spec.checkpoint_from && !d.points.empty())
+          j.points.push_back(d.points.back());
+    jobs_.push_back(std::move(j));
+    return jobs_.back().row.id;
+  }
+  expected<std::vector<trial_job>> jobs() override {
+    std::vector<trial_job> out;
+    for (auto& j : jobs_)
+      out.push_back(j.row);
+    return out;
+  }
+  expected<std::vector<std::pair<int64_t, double>>> series(const std::string& id,
+                                                           const std::string&) override {
+    for (auto& j : jobs_)
+      if (j.row.id == id)
+        return j.points;
+    return failure{"no job " + id};
+  }
+  status stop(const std::string& id) override {
+    for (auto& j : jobs_)
+      if (j.row.id == id && !is_final(j.row.state))
+        j.row.state = job_state::stopped;
+    return {};
+  }
+  /// Every running job reports its next point: accuracy rising to a ceiling set by x.
+  void tick() {
+    for (auto& j : jobs_) {
+      if (j.row.state != job_state::running)
+        continue;
+      auto x = std::stod(j.spec.params.at("x"));
+      auto step = j.points.empty() ? 1 : j.points.back().first + 1;
+      j.points.push_back({step, x * (1 - std::exp(-0.5 * static_cast<double>(step)))});
+      if (step >= max_t)
+        j.row.state = job_state::succeeded;
+    }
+  }
+  const fake_job* by_id(const std::string& id) const {
+    for (auto& j : jobs_)
+      if (j.row.id == id)
+        return &j;
+    return nullptr;
+  }
+};
+
+sweep_spec spec_of(const std::string& yaml) {
+  auto s = parse_sweep_text(yaml, "test.yaml");
+  INFO((s ? std::string() : s.error()));
+  REQUIRE(s);
+  return *s;
+}
+
+const char* asha_yaml = R"(
+name: t
+trial: {command: [train, "{x}"]}
+space: {x: {type: uniform, low: 0, high: 1}}
+metric: {name: acc}
+algorithm: {name: asha, seed: 3, reduction_factor: 3, grace: 1, max_t: 9}
+budget: {trials: 12}
+parallel: 3
+)";
+
+/// Runs rounds (a tick of the cluster after each) until the sweep is finished.
+int run_to_end(runner& r, fake_cluster& c, int64_t& now, int limit = 400) {
+  int rounds = 0;
+  while (!r.where().finished && rounds < limit) {
+    REQUIRE(r.round(now));
+    c.tick();
+    now += 100;
+    ++rounds;
+  }
+  return rounds;
+}
+
+} // namespace
+
+TEST_CASE("a sweep starts exactly its budget's trials, stops the ones ASHA stops, and "
+          "records the best", "[sweep][runner]") {
+  fake_cluster c;
+  auto spec = spec_of(asha_yaml);
+  auto opt = make_optimizer(spec);
+  REQUIRE(opt);
+  runner r(spec, "SW", "/tmp", std::move(*opt), c);
+  int64_t now = 1000;
+  run_to_end(r, c, now);
+  auto p = r.where();
+  REQUIRE(p.finished);
+  CHECK(p.started == 12);
+  CHECK(p.ended == 12);
+  CHECK(c.jobs_.size() == 12);
+  std::set<std::string> keys;
+  int stopped = 0, succeeded = 0;
+  double best = -1;
+  for (auto& j : c.jobs_) {
+    keys.insert(j.key);
+    CHECK(j.spec.sweep == "SW");
+    CHECK(j.key == "SW-" + std::to_string(j.spec.trial));
+    CHECK(j.spec.command == std::vector<std::string>{"train", j.spec.params.at("x")});
+    stopped += j.row.state == job_state::stopped;
+    succeeded += j.row.state == job_state::succeeded;
+    if (j.row.state == job_state::succeeded)
+      best = std::max(best, j.points.back().second);
+  }
+  CHECK(keys.size() == 12);
+  CHECK(stopped > 0);      // ASHA stops the weak ones at a rung
+  CHECK(succeeded > 0);    // and lets the strong ones reach max_t
+  CHECK(stopped + succeeded == 12);
+  REQUIRE(p.best);
+  CHECK(*p.best == Approx(best));
+  for (auto& row : r.trials())
+    if (row.end == "stopped")
+      CHECK(row.why.find("stopped by asha at step") == 0);
+  // No more than `parallel` ran at once: the rounds show it through the submit order.
+  CHECK(c.submits == 12);
+}
+
+TEST_CASE("a driver going on from an older saved state repeats no trial and loses none",
+          "[sweep][runner]") {
+  for (int cut : {1, 3, 6, 10, 13}) {
+    fake_cluster c;
+    auto spec = spec_of(asha_yaml);
+    std::string saved;
+    int saves = 0;
+    {
+      auto opt = make_optimizer(spec);
+      runner r(spec, "SW", "/tmp", std::move(*opt), c);
+      // The state as the holders have it: the save from `cut` saves before the driver died.
+      std::vector<std::string> history;
+      r.on_change = [&](const std::string& s) { history.push_back(s); };
+      int64_t now = 1000;
+      for (int k = 0; k < 8; ++k) {
+        REQUIRE(r.round(now));
+        c.tick();
+        now += 100;
+      }
+      saves = static_cast<int>(history.size());
+      REQUIRE(saves > cut);
+      saved = history[static_cast<size_t>(saves - cut)];
+    }
+    auto opt = make_optimizer(spec);
+    runner again(spec, "SW", "/tmp", std::move(*opt), c);
+    REQUIRE(again.restore(saved));
+    REQUIRE(again.reconcile());
+    int64_t now = 5000;
+    run_to_end(again, c, now);
+    INFO("went on from the save " << cut << " before the last of " << saves);
+    auto p = again.where();
+    REQUIRE(p.finished);
+    CHECK(p.started == 12);
+    CHECK(c.jobs_.size() == 12); // every trial once: none repeated
+    std::set<int32_t> trials;
+    for (auto& j : c.jobs_) {
+      trials.insert(j.row.trial);
+      CHECK(is_final(j.row.state));
+    }
+    CHECK(trials.size() == 12);
+    for (auto& row : again.trials()) { // every trial followed to its end with its own job
+      CHECK(row.ended);
+      auto* j = c.by_id(row.job);
+      REQUIRE(j);
+      CHECK(j->row.trial == row.n);
+      CHECK(row.end == to_string(j->row.state));
+    }
+  }
+}
+
+TEST_CASE("the wall budget stops the running trials and starts no more", "[sweep][runner]") {
+  fake_cluster c;
+  c.max_t = 1000;
+  auto spec = spec_of(R"(
+name: w
+trial: {command: [train, "{x}"]}
+space: {x: {type: uniform, low: 0, high: 1}}
+metric: {name: acc}
+algorithm: {name: random, seed: 1}
+budget: {trials: 50, wall: 2s}
+parallel: 2
+)");
+  runner r(spec, "W", "/tmp", std::move(*make_optimizer(spec)), c);
+  int64_t now = 1000;
+  run_to_end(r, c, now);
+  auto p = r.where();
+  REQUIRE(p.finished);
+  CHECK(p.stopping == "the wall budget ran out");
+  CHECK(p.started == 2);
+  for (auto& j : c.jobs_)
+    CHECK(j.row.state == job_state::stopped);
+  for (auto& row : r.trials())
+    CHECK(row.why == "stopped: the wall budget ran out");
+}
+
+TEST_CASE("stop_all stops every running trial; a grid ends when its points are done",
+          "[sweep][runner]") {
+  fake_cluster c;
+  auto spec = spec_of(R"(
+name: g
+trial: {command: [train, "{x}"]}
+space: {x: {type: grid, values: [0.1, 0.2, 0.3]}}
+metric: {name: acc}
+algorithm: {name: grid}
+parallel: 2
+)");
+  runner r(spec, "G", "/tmp", std::move(*make_optimizer(spec)), c);
+  int64_t now = 1000;
+  run_to_end(r, c, now);
+  CHECK(r.where().finished);
+  CHECK(c.jobs_.size() == 3);
+
+  fake_cluster c2;
+  c2.max_t = 1000;
+  runner s(spec, "G2", "/tmp", std::move(*make_optimizer(spec)), c2);
+  REQUIRE(s.round(now));
+  c2.tick();
+  s.stop_all("stopped by the user");
+  REQUIRE(s.round(now));
+  CHECK(s.where().finished);
+  CHECK(c2.jobs_.size() == 2);
+  for (auto& j : c2.jobs_)
+    CHECK(j.row.state == job_state::stopped);
+}
+
+TEST_CASE("PBT's exploit continues a trial from its donor's checkpoint as a new job",
+          "[sweep][runner]") {
+  fake_cluster c;
+  c.max_t = 12;
+  auto spec = spec_of(R"(
+name: p
+trial: {command: [train, "{x}"]}
+space: {x: {type: uniform, low: 0, high: 1}}
+metric: {name: acc}
+algorithm: {name: pbt, seed: 5, population: 4, interval: 3, quantile: 0.25, max_t: 12}
+budget: {trials: 4}
+parallel: 4
+)");
+  runner r(spec, "P", "/tmp", std::move(*make_optimizer(spec)), c);
+  int64_t now = 1000;
+  run_to_end(r, c, now);
+  REQUIRE(r.where().finished);
+  int continuations = 0;
+  for (auto& j : c.jobs_)
+    if (!j.spec.checkpoint_from.empty()) {
+      ++continuations;
+      auto* donor = c.by_id(j.spec.checkpoint_from);
+      REQUIRE(donor);
+      CHECK(donor->row.trial != j.row.trial);
+      CHECK(j.key.find("P-" + std::to_string(j.row.trial) + ".") == 0);
+    }
+  CHECK(continuations > 0);
+  std::set<int32_t> members;
+  for (auto& j : c.jobs_)
+    members.insert(j.row.trial);
+  CHECK(members.size() == 4);
+  for (auto& row : r.trials())
+    CHECK(row.ended);
+}
+
+TEST_CASE("a trial's value is its last point, or its best with use: best", "[sweep][runner]") {
+  metric_spec m;
+  std::vector<std::pair<int64_t, double>> pts{{1, 0.5}, {2, 0.9}, {3, 0.7}};
+  CHECK(*value_of(m, pts) == 0.7);
+  m.best = true;
+  CHECK(*value_of(m, pts) == 0.9);
+  m.maximize = false;
+  CHECK(*value_of(m, pts) == 0.5);
+  CHECK_FALSE(value_of(m, {}));
+  CHECK(*value_of(m, {{1, NAN}, {2, 0.4}}) == 0.4);
+}

@@ -159,6 +159,8 @@ def asha_sweep_of_command_jobs(c):
     check(best["command"].startswith("python3 ") and best["params"]["x"] in best["command"], best)
     text = c.monkey("sweep", "status", sweep).stdout
     check("[########################] 9/9 trials" in text and "stopped" in text, text)
+    by_flag = json.loads(c.monkey("jobs", "--sweep", sweep[-8:], "--json").stdout)
+    check(sorted(j["id"] for j in by_flag) == sorted(t["id"] for t in trials), by_flag)
     listed = json.loads(c.monkey("sweep", "list", "--json").stdout)
     check([s["id"] for s in listed] == [sweep] and listed[0]["trials_done"] == 9, listed)
     not_sweep = c.monkey("sweep", "status", stopped["id"], check_rc=False)

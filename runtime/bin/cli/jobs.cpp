@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // monkey jobs [--state S] [--name GLOB] [--param K=V]... [--columns C,...] [--sort C]
-//             [--limit N]: one row per job of the cluster.
+//             [--sweep ID] [--limit N]: one row per job of the cluster.
 #include "runtime/bin/cli/cli.hpp"
 
 #include <algorithm>
@@ -19,6 +19,7 @@ struct jobs_options {
   std::vector<std::string> params;  ///< K=V, all must match
   std::vector<std::string> columns; ///< parameter or metric names
   std::string sort;                 ///< a column; "-C" sorts descending
+  std::string sweep;                ///< only this sweep's trials (an id or a unique suffix)
 };
 
 std::string joined(const std::vector<std::string>& v) {
@@ -85,6 +86,12 @@ int run_jobs(context& ctx, const jobs_options& o) {
     return fail(c.error());
   bool local_filter = !o.name.empty() || !wanted.empty() || !sort_col.empty();
   list_request req{o.state, local_filter ? 0 : o.limit};
+  if (!o.sweep.empty()) { // the sweep's full id: trials name it so
+    auto sw = (*c)->call<show_reply>(verb::show, id_request{o.sweep});
+    if (!sw)
+      return fail("jobs --sweep " + o.sweep + ": " + sw.error());
+    req.sweep = sw->record.id.str();
+  }
   // Metric values are asked for only when shown or sorted on (the node that ran each job
   // reads them from its journal).
   req.metrics = ctx.g.json || !o.columns.empty() || !sort_col.empty();
@@ -177,6 +184,7 @@ verb_def add_jobs(CLI::App& app) {
   s->add_option("--state", o->state, "only jobs in this state");
   s->add_option("--name", o->name, "only jobs whose name matches this glob, e.g. 'sweep-*'");
   s->add_option("--param", o->params, "only jobs with parameter NAME=VALUE (repeatable)");
+  s->add_option("--sweep", o->sweep, "only the trials of this sweep (monkey sweep list)");
   s->add_option("--columns", o->columns,
                 "extra columns: parameters or metrics (last value), e.g. lr,bs,loss")
     ->delimiter(',');

@@ -88,11 +88,14 @@ struct job_spec {
   /// cluster (MONKEY_NODE_ADDRESS, MONKEY_SESSION_KEY) with which it may submit, list, show
   /// and stop jobs.
   bool driver = false;
+  /// What is needed to run it again (runtime/provenance.hpp; `monkey reproduce`): git
+  /// commit, uncommitted diff and its hash, versions; `reproduces`: the job it repeats.
+  std::map<std::string, std::string> provenance;
   MSGPACK_DEFINE_MAP(name, command, app, params, cpus, gpus, gpu_mem_mb, mem_mb, tags, retries,
                      max_requeues, timeout_s, priority, workdir, env, seed, has_seed, after, array,
                      array_index, user, host, retry_backoff_s, retry_backoff_max_s, workers,
                      app_build, time_estimate_s, checkpoint_from, extra_ranks, sweep, trial,
-                     driver);
+                     driver, provenance);
 };
 
 struct attempt_record {

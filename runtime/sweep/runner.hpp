@@ -93,6 +93,8 @@ public:
   /// Called with the state whenever it changed, before a trial is submitted and after
   /// results are taken in (the driver saves it as its checkpoint).
   std::function<void(const std::string&)> on_change;
+  /// What every trial records to be run again (the sweep's, from `sweep start`).
+  std::map<std::string, std::string> provenance;
   /// Lines for the driver's log ("trial 3 stopped at step 2: ...").
   std::function<void(const std::string&)> on_log;
 

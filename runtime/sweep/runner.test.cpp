@@ -125,6 +125,7 @@ TEST_CASE("a sweep starts exactly its budget's trials, stops the ones ASHA stops
   auto opt = make_optimizer(spec);
   REQUIRE(opt);
   runner r(spec, "SW", "/tmp", std::move(*opt), c);
+  r.provenance = {{"git_commit", "abc"}};
   int64_t now = 1000;
   run_to_end(r, c, now);
   auto p = r.where();
@@ -138,6 +139,8 @@ TEST_CASE("a sweep starts exactly its budget's trials, stops the ones ASHA stops
   for (auto& j : c.jobs_) {
     keys.insert(j.key);
     CHECK(j.spec.sweep == "SW");
+    CHECK(j.spec.provenance.at("git_commit") == "abc"); // every trial can be reproduced
+    CHECK(j.spec.has_seed);
     CHECK(j.key == "SW-" + std::to_string(j.spec.trial));
     CHECK(j.spec.command == std::vector<std::string>{"train", j.spec.params.at("x")});
     stopped += j.row.state == job_state::stopped;

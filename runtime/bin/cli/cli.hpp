@@ -78,6 +78,7 @@ verb_def add_console(CLI::App& app);
 verb_def add_rm(CLI::App& app);
 verb_def add_checkpoints(CLI::App& app);
 verb_def add_sweep(CLI::App& app);
+verb_def add_reproduce(CLI::App& app);
 /// `monkey sweep drive`: a sweep's driver job (sweep_drive.cpp).
 int run_sweep_drive();
 

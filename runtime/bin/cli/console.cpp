@@ -19,7 +19,7 @@ namespace {
 /// these; `up`, `down`, `certs` act on this machine and `console` is refused here).
 const char* const verbs[] = {"submit", "jobs",  "status", "show",  "logs", "cancel", "why",
                              "devices", "nodes", "drain", "tree", "kill", "tasks", "rm",
-                             "checkpoints", "sweep", nullptr};
+                             "checkpoints", "sweep", "reproduce", nullptr};
 /// The console's own words.
 const char* const own_words[] = {"help", "exit", "quit", nullptr};
 
@@ -80,7 +80,8 @@ char** complete(const char* text, int start, int /*end*/) {
         collect_paths(*t, "", completion_words);
   } else if (completion_client) {
     // Job ids (short form) for the verbs that take one.
-    static const char* const takes_id[] = {"show", "logs", "cancel", "why", "checkpoints"};
+    static const char* const takes_id[] = {"show", "logs", "cancel", "why", "checkpoints",
+                                           "reproduce"};
     for (auto* v : takes_id)
       if ((*words)[0] == v)
         if (auto r = completion_client->call<list_reply>(verb::list, list_request{"", 200}))

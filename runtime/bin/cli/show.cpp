@@ -63,6 +63,22 @@ int run_show(context& ctx, const std::string& id, const std::string& metric) {
               rec.spec.priority, static_cast<unsigned long long>(rec.spec.seed));
   for (auto& d : rec.spec.after)
     std::printf("after     %s:%s\n", d.kind.c_str(), d.job.str().c_str());
+  if (!rec.spec.sweep.empty())
+    std::printf("sweep     %s, trial %d\n", rec.spec.sweep.c_str(), rec.spec.trial);
+  if (auto& p = rec.spec.provenance; !p.empty()) {
+    auto get = [&](const char* k) { return p.count(k) ? p.at(k) : std::string{}; };
+    std::string code = get("git_commit").empty()
+                         ? "not in a git tree"
+                         : "commit " + get("git_commit").substr(0, 12)
+                             + (get("git_dirty") == "yes"
+                                  ? " + uncommitted changes (diff sha256 "
+                                      + get("git_diff_sha256").substr(0, 12)
+                                      + "; monkey reproduce ID --diff)"
+                                  : "");
+    std::printf("code      %s; monkey %s%s%s\n", code.c_str(), get("monkey_version").c_str(),
+                get("python").empty() ? "" : ("; " + get("python")).c_str(),
+                get("reproduces").empty() ? "" : ("; reproduces " + get("reproduces")).c_str());
+  }
   std::string holders;
   for (auto& h : rec.replicas)
     holders += (holders.empty() ? "" : ", ") + name_of(names, h);

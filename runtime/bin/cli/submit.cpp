@@ -2,6 +2,8 @@
 // monkey submit [OPTIONS] -- CMD ARGS...   (or --file SPEC): a job, or an array of jobs.
 #include "runtime/bin/cli/cli.hpp"
 
+#include "runtime/provenance.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -125,6 +127,7 @@ expected<job_spec> build_spec(const submit_options& o, const CLI::App& sub,
   }
   spec.user = current_user();
   spec.host = current_host();
+  spec.provenance = collect_provenance(spec.workdir, spec.command);
   if (auto problem = validate(spec); !problem)
     return failure{"invalid job: " + problem.error()};
   return spec;

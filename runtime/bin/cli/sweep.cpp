@@ -11,6 +11,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "runtime/provenance.hpp"
 #include "runtime/sweep/optimizer.hpp"
 #include "runtime/sweep/runner.hpp"
 namespace monkey::cli {
@@ -276,6 +277,11 @@ int start_sweep(context& ctx, const std::string& path, bool wait) {
     spec.workdir = cwd;
   spec.user = current_user();
   spec.host = current_host();
+  // What every trial records to be run again (`monkey reproduce`): the code the sweep
+  // started from, on this machine.
+  std::vector<std::string> trial_cmd = file->spec.trial.command;
+  spec.provenance = collect_provenance(spec.workdir, trial_cmd);
+  spec.env["MONKEY_SWEEP_PROVENANCE"] = json(spec.provenance).dump();
   if (auto problem = validate(spec); !problem)
     return fail("invalid sweep job: " + problem.error(), exit_usage);
   auto c = ctx.connect();

@@ -188,6 +188,11 @@ int run_sweep_drive() {
       return fail("sweep drive: the saved state does not read: " + ok.error(), 1);
     say("going on from the saved state: " + std::to_string(r.trials().size()) + " trials");
   }
+  if (auto prov = json::parse(env_or("MONKEY_SWEEP_PROVENANCE", "{}"), nullptr, false);
+      prov.is_object())
+    for (auto& [k, v] : prov.items())
+      if (v.is_string())
+        r.provenance[k] = v.get<std::string>();
   r.on_change = [&](const std::string& s) { saver.save(s); };
   r.on_log = say;
   int64_t failing_since = 0;

@@ -1,0 +1,81 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Reproducing jobs (issue #13): a job records the git commit of its working directory, its
+uncommitted diff and hash, and the versions it ran with; `monkey reproduce ID` runs it again
+as recorded and warns about every difference; for a deterministic app on the CPU (fmnist
+with one worker) the reproduced run's metrics equal the original's at every step."""
+import json
+import os
+import subprocess
+import tempfile
+
+from harness import MONKEY, check, run
+
+
+def fmnist_metrics_equal(c):
+    """fmnist (one worker, one BLAS thread, a seed): `reproduce --wait --json` runs it again
+    and its loss, train_loss and test_accuracy equal the original's at every step; the new
+    job says which job it reproduces."""
+    c.start("n1", "--cpus", "2")
+    job = c.submit("--app", "fmnist", "--workers", "1", "--set", "strategy=single",
+                   "--set", "hidden=64", "--set", "epochs=1", "--seed", "5", "--wait")
+    r = c.monkey("reproduce", job, "--wait", "--json", timeout=300)
+    out = json.loads(r.stdout)
+    check(out["original"] == job and out["state"] == "succeeded", out)
+    for key in ("loss", "train_loss", "test_accuracy"):
+        check(out["metrics"][key]["equal"] and out["metrics"][key]["points"] > 0,
+              f"{key}: {out['metrics'][key]}")
+    check("metrics equal to" in r.stderr and "loss" in r.stderr, r.stderr)
+    again = c.show(out["id"])
+    check(again["provenance"]["reproduces"] == job and again["seed"] == c.show(job)["seed"],
+          again["provenance"])
+    check(again["name"].endswith("-repro"), again["name"])
+
+
+def code_changes_are_named(c):
+    """A command job in a git tree with an uncommitted change: `show` names the commit and the
+    diff, `reproduce --diff` prints the change, and once the change is committed
+    `reproduce --dry-run` warns that the code changed and the uncommitted changes are gone."""
+    c.start("n1", "--cpus", "2")
+    repo = tempfile.mkdtemp(dir=c.home)
+    git = lambda *a: subprocess.run(["git", "-C", repo, *a], check=True, capture_output=True)
+    git("init", "-q")
+    git("config", "user.email", "t@t")
+    git("config", "user.name", "t")
+    with open(os.path.join(repo, "train.py"), "w") as f:
+        f.write("print('MONKEY_METRIC step=1 acc=0.5')\n")
+    git("add", "train.py")
+    git("commit", "-qm", "first")
+    commit = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    with open(os.path.join(repo, "train.py"), "a") as f:
+        f.write("print('MONKEY_METRIC step=2 acc=0.75')  # tuned\n")
+    r = subprocess.run([MONKEY, "submit", "--wait", "--", "python3", "train.py"], cwd=repo,
+                       env=c.env, capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, r.stderr)
+    job = r.stdout.strip().splitlines()[-1]
+    prov = c.show(job)["provenance"]
+    check(prov["git_commit"] == commit and prov["git_dirty"] == "yes"
+          and "+print('MONKEY_METRIC step=2" in prov["git_diff"]
+          and prov["python"].startswith("Python 3"), prov)
+    text = c.monkey("show", job).stdout
+    check(f"code      commit {commit[:12]} + uncommitted changes" in text, text)
+    diff = c.monkey("reproduce", job, "--diff").stdout
+    check("# tuned" in diff and diff.startswith("diff --git"), diff)
+    quiet = c.monkey("reproduce", job, "--dry-run")
+    check("warning" not in quiet.stderr and "would run again: python3 train.py" in quiet.stdout,
+          quiet.stderr + quiet.stdout)
+    git("commit", "-qam", "tuned")
+    moved = c.monkey("reproduce", job, "--dry-run")
+    check(f"code changed: it ran at commit {commit[:12]}" in moved.stderr
+          and "uncommitted changes that are gone" in moved.stderr, moved.stderr)
+    r = subprocess.run([MONKEY, "submit", "--", "true"], cwd=c.home, env=c.env,
+                       capture_output=True, text=True, timeout=60)
+    plain = r.stdout.strip().splitlines()[-1]
+    check("git_commit" not in c.show(plain)["provenance"], "not in a git tree: no commit")
+    nodiff = c.monkey("reproduce", plain, "--diff", check_rc=False)
+    check(nodiff.returncode == 1 and "ran without uncommitted changes (not in a git tree)"
+          in nodiff.stderr, nodiff.stderr)
+
+
+if __name__ == "__main__":
+    run(fmnist_metrics_equal, code_changes_are_named)

@@ -329,7 +329,7 @@ int start_sweep(context& ctx, const std::string& path, bool wait) {
                           {"trials", rows_json(*v, rows)}}.dump() << "\n";
       return exit_code_of(v->driver);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 }
 

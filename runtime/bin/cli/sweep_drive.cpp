@@ -251,7 +251,7 @@ int run_sweep_drive() {
           + (p.stopping.empty() ? "" : "; " + p.stopping));
       return stopped ? 143 : 0;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 

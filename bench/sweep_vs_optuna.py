@@ -60,6 +60,7 @@ metric: {{name: acc, goal: maximize}}
 algorithm: {algo}
 budget: {{trials: {TRIALS}}}
 parallel: {PARALLEL}
+ship: false
 """)
     t0 = time.time()
     sweep = monkey("sweep", "start", path, "--wait").stdout.strip().splitlines()[0]

@@ -402,9 +402,11 @@ private:
 class population_based final : public optimizer {
 public:
   population_based(std::vector<param_space> space, uint64_t seed, bool maximize, int population,
-                   double interval, double quantile, double resample, std::vector<double> perturb)
+                   double interval, double quantile, double resample, std::vector<double> perturb,
+                   int64_t max_t)
     : space_(std::move(space)), maximize_(maximize), population_(population),
-      interval_(interval), quantile_(quantile), resample_(resample), perturb_(std::move(perturb)) {
+      interval_(interval), quantile_(quantile), resample_(resample), perturb_(std::move(perturb)),
+      max_t_(max_t) {
     g_.state = seed ^ 0xA54FF53A5F1D36F1ull;
   }
 
@@ -429,6 +431,8 @@ public:
     m.scored = true;
     if (static_cast<double>(step - m.last_ready) < interval_)
       return verdict::go_on;
+    if (max_t_ > 0 && step >= max_t_)
+      return verdict::go_on; // its last step: nothing left to continue
     m.last_ready = step;
     // The running members with a value, worst first (ties: the lower id first).
     std::vector<int64_t> ranked;
@@ -542,6 +546,7 @@ private:
   int population_;
   double interval_, quantile_, resample_;
   std::vector<double> perturb_;
+  int64_t max_t_ = 0; ///< a member at its last step is not exploited
   std::vector<member> members_; ///< by id
   rng g_;
 };
@@ -585,7 +590,8 @@ expected<std::unique_ptr<optimizer>> make_optimizer(const sweep_spec& s) {
       static_cast<int>(s.algorithm.get("population", std::max(2, s.parallel))),
       s.algorithm.get("interval", std::max<double>(1, static_cast<double>(s.budget.max_t) / 10)),
       s.algorithm.get("quantile", 0.25), s.algorithm.get("resample", 0.25),
-      s.algorithm.perturb.empty() ? std::vector<double>{0.8, 1.2} : s.algorithm.perturb));
+      s.algorithm.perturb.empty() ? std::vector<double>{0.8, 1.2} : s.algorithm.perturb,
+      s.budget.max_t));
   return failure{"algorithm " + name + " is not known (grid, random, tpe, asha, hyperband, pbt)"};
 }
 

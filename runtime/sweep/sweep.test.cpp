@@ -450,3 +450,25 @@ budget: {trials: 4, max_t: 10}
     p.finish(id, 0.5);
   CHECK(p.suggest().what == suggestion::done);
 }
+
+TEST_CASE("PBT exploits no member at its last step (max_t): nothing would be left to run",
+          "[runtime][sweep]") {
+  auto s = parse_sweep_text(R"(trial: {command: [./t, "{lr}"]}
+space:
+  lr: {type: loguniform, low: 1.0e-4, high: 1}
+metric: {name: acc}
+algorithm: {name: pbt, seed: 1, population: 4, interval: 2, quantile: 0.25}
+budget: {trials: 4, max_t: 10}
+)", "p.yaml");
+  REQUIRE(s);
+  auto o = make_optimizer(*s);
+  REQUIRE(o);
+  auto& p = **o;
+  for (int k = 0; k < 4; ++k)
+    p.suggest();
+  CHECK(p.observe(0, 10, 0.50) == verdict::go_on);
+  CHECK(p.observe(1, 10, 0.90) == verdict::go_on);
+  CHECK(p.observe(2, 10, 0.60) == verdict::go_on);
+  CHECK(p.observe(3, 10, 0.10) == verdict::go_on); // the worst, but at max_t
+  CHECK(p.observe(3, 8, 0.10) == verdict::exploit); // the same before it
+}

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import MONKEY, check, nodes_up, node_ids, run, wait_until
+from harness import MONKEY, check, node_ids, nodes_up, points, run, wait_until
 
 # A trial: accuracy climbs towards x along 1 - exp(-step/2), one point per step; it saves
 # nothing and ends after MAX_T steps (or when stopped: SIGTERM ends it at once).
@@ -39,6 +39,24 @@ budget: {budget}
 parallel: {parallel}
 """)
     return path
+
+
+# A PBT member: its score grows by x per step, kept in its checkpoint directory and saved
+# every step; a continuation (--checkpoint-from) starts from the donor's score and step.
+PBT_TRIAL = """import os, sys, time
+x = float(sys.argv[1]); max_t = int(sys.argv[2])
+d = os.environ["MONKEY_CHECKPOINT_DIR"]
+start = int(os.environ.get("MONKEY_CHECKPOINT_STEP") or 0)
+score = float(open(os.path.join(d, "score")).read()) if start else 0.0
+print(f"start {start} score {score} from {os.environ.get('MONKEY_CHECKPOINT_JOB', '-')}", flush=True)
+for step in range(start + 1, max_t + 1):
+    time.sleep(0.3)
+    score += x
+    with open(os.path.join(d, "score"), "w") as f:
+        f.write(repr(score))
+    print(f"MONKEY_METRIC step={step} acc={score:.6f}", flush=True)
+    print(f"MONKEY_CHECKPOINT step={step}", flush=True)
+"""
 
 
 def trials_of(c, sweep):
@@ -141,6 +159,7 @@ def asha_sweep_of_command_jobs(c):
     check(r.returncode == 0, f"sweep start --wait: rc {r.returncode}: {r.stderr}")
     sweep = r.stdout.strip().splitlines()[0]
     check("9/9 trials" in r.stderr and "best: trial " in r.stderr, r.stderr)
+    check("shipping the working directory is not built yet" in r.stderr, "ship: true is named")
     trials = trials_of(c, sweep)
     check(sorted(t["trial"] for t in trials) == list(range(9)), f"trials: {trials}")
     states = [t["state"] for t in trials]
@@ -197,6 +216,54 @@ def driver_node_killed(c):
         check(any(t["id"] == i for t in trials), f"trial {n} finished before the kill is kept")
 
 
+def pbt_exploits_through_checkpoints(c):
+    """PBT over 4 real members on 2 nodes: the bottom member is stopped and continued as a
+    new job of the same trial from a top member's checkpoint (--checkpoint-from), with
+    explored parameters; the continuation starts at the donor's step with its score; the
+    sweep ends with every member finished and exactly 4 trial numbers."""
+    nodes_up(c, 2)
+    tmp = tempfile.mkdtemp(dir=c.home)
+    script = os.path.join(tmp, "pbt.py")
+    with open(script, "w") as f:
+        f.write(PBT_TRIAL)
+    path = os.path.join(tmp, "pbt.yaml")
+    with open(path, "w") as f:
+        f.write(f"""name: pbt
+trial: {{command: [python3, {script}, "{{x}}", "12"]}}
+space:
+  x: {{type: uniform, low: 0.1, high: 1.0}}
+metric: {{name: acc}}
+algorithm: {{name: pbt, seed: 3, population: 4, interval: 3, quantile: 0.25, max_t: 12}}
+budget: {{trials: 4}}
+parallel: 4
+""")
+    r = c.monkey("sweep", "start", path, "--wait", check_rc=False, timeout=240)
+    check(r.returncode == 0, f"rc {r.returncode}: {r.stderr}")
+    sweep = r.stdout.strip().splitlines()[0]
+    jobs = trials_of(c, sweep)
+    check(sorted({j["trial"] for j in jobs}) == [0, 1, 2, 3], jobs)
+    continued = [c.show(j["id"]) for j in jobs if j["name"].count(".") == 1]
+    check(continued, f"no member was exploited: {[j['name'] for j in jobs]}")
+    by_id = {j["id"]: j for j in jobs}
+    for cont in continued:
+        donor = cont["checkpoint_from"]
+        check(donor in by_id and by_id[donor]["trial"] != cont["trial"],
+              f"{cont['name']} continues from another member's job: {donor}")
+        first = cont["attempts"][0]
+        check(first["resumed_from"] == donor and first["resumed_step"] > 0, first)
+        if first["resumed_step"] >= 12:
+            continue  # the donor had finished when it started: nothing left to run
+        pts = points(c, cont["id"], "acc")
+        donor_pts = {p["step"]: p["value"] for p in points(c, donor, "acc")}
+        check(pts and pts[0]["step"] == first["resumed_step"] + 1
+              and pts[0]["value"] > donor_pts[first["resumed_step"]],
+              f"the continuation goes on from the donor's step and score: {pts[:2]} "
+              f"{donor_pts}")
+    status = json.loads(c.monkey("sweep", "status", sweep, "--json").stdout)
+    check(len(status["trials"]) == 4 and all(t["state"] == "succeeded" for t in status["trials"]),
+          status["trials"])
+
+
 def stop_a_sweep(c):
     """`sweep stop`: the driver stops its running trials (they end `stopped`), starts no
     more, and its job ends cancelled."""
@@ -217,4 +284,5 @@ def stop_a_sweep(c):
 
 if __name__ == "__main__":
     run(check_shows_the_first_trials, bad_files_name_the_line_and_field,
-        asha_sweep_of_command_jobs, driver_node_killed, stop_a_sweep)
+        asha_sweep_of_command_jobs, driver_node_killed, pbt_exploits_through_checkpoints,
+        stop_a_sweep)

@@ -122,6 +122,7 @@ json to_json(const show_reply& r) {
           {"seed", rec.spec.seed},
           {"sweep", rec.spec.sweep},
           {"trial", rec.spec.trial},
+          {"checkpoint_from", rec.spec.checkpoint_from},
           {"provenance", rec.spec.provenance},
           {"array_index", rec.spec.array_index},
           {"after", deps},

@@ -294,6 +294,11 @@ int start_sweep(context& ctx, const std::string& path, bool wait) {
   if (!r || r->ids.empty())
     return fail("sweep start: " + (r ? std::string("no id in the answer") : r.error()));
   auto id = r->ids.front().str();
+  if (file->spec.ship)
+    std::fprintf(stderr, "monkey: sweep start: trials run in %s on whichever node runs them: "
+                         "shipping the working directory is not built yet, so the nodes must "
+                         "share it (`ship: false` says they do; docs/sweeps.md)\n",
+                 spec.workdir.c_str());
   if (ctx.g.json && !wait) {
     std::cout << json{{"id", id}, {"name", file->spec.name}}.dump() << "\n";
     return 0;

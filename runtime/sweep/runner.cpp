@@ -143,6 +143,12 @@ status runner::restore(const std::string& state) {
   return {};
 }
 
+assignment runner::searched(assignment params) const {
+  for (auto& [k, v] : spec_.trial.params)
+    params.erase(k);
+  return params;
+}
+
 status runner::reconcile() {
   auto jobs = cluster_.jobs();
   if (!jobs)
@@ -169,9 +175,7 @@ status runner::reconcile() {
         + " (started after the saved state)");
     row.segment = std::max(row.segment, count[row.n] - 1);
     row.job = it->second->id;
-    row.params = it->second->params;
-    for (auto& [k, v] : spec_.trial.params)
-      row.params.erase(k);
+    row.params = searched(it->second->params);
     row.seen = -1;
     opt_->adopt(row.n, row.params);
     any = true;
@@ -184,9 +188,7 @@ status runner::reconcile() {
     auto s = opt_->suggest();
     trial_row row;
     row.n = next;
-    row.params = j.params;
-    for (auto& [k, v] : spec_.trial.params)
-      row.params.erase(k);
+    row.params = searched(j.params);
     row.job = j.id;
     row.segment = count[next] - 1;
     if (s.what != suggestion::trial || s.params != row.params)

@@ -116,6 +116,8 @@ private:
   job_spec job_for(int64_t n, const assignment& params, int32_t segment,
                    const std::string& from) const;
   std::string key_for(int64_t n, int32_t segment) const;
+  /// A job's parameters without the sweep's fixed ones (trial.params): what was searched.
+  assignment searched(assignment params) const;
   status follow(trial_row& row, const trial_job& job);
   status start_more();
   bool better(double a, double b) const;

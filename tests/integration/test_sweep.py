@@ -23,10 +23,12 @@ for step in range(1, max_t + 1):
 """
 
 
-def sweep_files(tmp, algorithm, budget, parallel, pause, max_t=9):
+def sweep_files(tmp, algorithm, budget, parallel, pause=0.25, max_t=9, code=None):
+    """A trial script (`code`, default TRIAL: its arguments x, max_t, pause) and a sweep file
+    over x running it; the file's path."""
     script = os.path.join(tmp, "trial.py")
     with open(script, "w") as f:
-        f.write(TRIAL)
+        f.write(code or TRIAL)
     path = os.path.join(tmp, "sweep.yaml")
     with open(path, "w") as f:
         f.write(f"""name: it
@@ -44,13 +46,13 @@ parallel: {parallel}
 # A PBT member: its score grows by x per step, kept in its checkpoint directory and saved
 # every step; a continuation (--checkpoint-from) starts from the donor's score and step.
 PBT_TRIAL = """import os, sys, time
-x = float(sys.argv[1]); max_t = int(sys.argv[2])
+x = float(sys.argv[1]); max_t = int(sys.argv[2]); pause = float(sys.argv[3])
 d = os.environ["MONKEY_CHECKPOINT_DIR"]
 start = int(os.environ.get("MONKEY_CHECKPOINT_STEP") or 0)
 score = float(open(os.path.join(d, "score")).read()) if start else 0.0
 print(f"start {start} score {score} from {os.environ.get('MONKEY_CHECKPOINT_JOB', '-')}", flush=True)
 for step in range(start + 1, max_t + 1):
-    time.sleep(0.3)
+    time.sleep(pause)
     score += x
     with open(os.path.join(d, "score"), "w") as f:
         f.write(repr(score))
@@ -222,21 +224,9 @@ def pbt_exploits_through_checkpoints(c):
     explored parameters; the continuation starts at the donor's step with its score; the
     sweep ends with every member finished and exactly 4 trial numbers."""
     nodes_up(c, 2)
-    tmp = tempfile.mkdtemp(dir=c.home)
-    script = os.path.join(tmp, "pbt.py")
-    with open(script, "w") as f:
-        f.write(PBT_TRIAL)
-    path = os.path.join(tmp, "pbt.yaml")
-    with open(path, "w") as f:
-        f.write(f"""name: pbt
-trial: {{command: [python3, {script}, "{{x}}", "12"]}}
-space:
-  x: {{type: uniform, low: 0.1, high: 1.0}}
-metric: {{name: acc}}
-algorithm: {{name: pbt, seed: 3, population: 4, interval: 3, quantile: 0.25, max_t: 12}}
-budget: {{trials: 4}}
-parallel: 4
-""")
+    path = sweep_files(tempfile.mkdtemp(dir=c.home),
+                       "{name: pbt, seed: 3, population: 4, interval: 3, quantile: 0.25, "
+                       "max_t: 12}", "{trials: 4}", 4, pause=0.3, max_t=12, code=PBT_TRIAL)
     r = c.monkey("sweep", "start", path, "--wait", check_rc=False, timeout=240)
     check(r.returncode == 0, f"rc {r.returncode}: {r.stderr}")
     sweep = r.stdout.strip().splitlines()[0]

@@ -82,6 +82,11 @@ verb_def add_reproduce(CLI::App& app);
 /// `monkey sweep drive`: a sweep's driver job (sweep_drive.cpp).
 int run_sweep_drive();
 
+/// The points of metric `key` of job `id` that rank 0 of its newest attempt reported, by
+/// step (a retried job starts its series again): a sweep's trials, reproduce's comparison.
+expected<std::vector<std::pair<int64_t, double>>> metric_series(client& c, const std::string& id,
+                                                                const std::string& key);
+
 /// Node id → name, as the connected node knows its members (empty when it cannot say).
 std::map<std::string, std::string> node_names(context& ctx);
 /// The name of `node` in `names`, else the node id.

@@ -112,6 +112,24 @@ int run_drain(context& ctx, const drain_options& o) {
 
 } // namespace
 
+expected<std::vector<std::pair<int64_t, double>>> metric_series(client& c, const std::string& id,
+                                                                const std::string& key) {
+  id_request req{id};
+  req.metric = key;
+  auto r = c.call<show_reply>(verb::show, req);
+  if (!r)
+    return failure{"show " + id + ": " + r.error()};
+  int32_t attempt = 0;
+  for (auto& p : r->series)
+    attempt = std::max(attempt, p.attempt);
+  std::vector<std::pair<int64_t, double>> out;
+  for (auto& p : r->series)
+    if (p.rank == 0 && p.attempt == attempt)
+      out.push_back({p.step, p.value});
+  std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  return out;
+}
+
 std::map<std::string, std::string> node_names(context& ctx) {
   std::map<std::string, std::string> out;
   auto c = ctx.connect();

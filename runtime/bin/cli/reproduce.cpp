@@ -22,25 +22,6 @@ struct reproduce_options {
   bool dry_run = false;
 };
 
-/// The points of `key` (rank 0) of the newest attempt of a job, by step.
-std::vector<std::pair<int64_t, double>> series_of(client& c, const std::string& id,
-                                                  const std::string& key) {
-  id_request req{id};
-  req.metric = key;
-  auto r = c.call<show_reply>(verb::show, req);
-  std::vector<std::pair<int64_t, double>> out;
-  if (!r)
-    return out;
-  int32_t attempt = 0;
-  for (auto& p : r->series)
-    attempt = std::max(attempt, p.attempt);
-  for (auto& p : r->series)
-    if (p.rank == 0 && p.attempt == attempt)
-      out.push_back({p.step, p.value});
-  std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.first < b.first; });
-  return out;
-}
-
 int run_reproduce(context& ctx, const reproduce_options& o) {
   auto c = ctx.connect();
   if (!c)
@@ -151,7 +132,9 @@ int run_reproduce(context& ctx, const reproduce_options& o) {
   std::vector<std::string> same, differ;
   json metrics = json::object();
   for (auto& [key, stats] : orig->metric_history) {
-    auto a = series_of(**c, rec.id.str(), key), b = series_of(**c, id, key);
+    auto then_pts = metric_series(**c, rec.id.str(), key), now_pts = metric_series(**c, id, key);
+    using points = std::vector<std::pair<int64_t, double>>;
+    auto a = then_pts ? *then_pts : points{}, b = now_pts ? *now_pts : points{};
     bool equal = a.size() == b.size() && !a.empty();
     for (size_t i = 0; equal && i < a.size(); ++i)
       equal = a[i].first == b[i].first

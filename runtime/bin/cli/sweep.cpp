@@ -108,15 +108,19 @@ struct sweep_file {
 };
 
 expected<sweep_file> read_sweep(const std::string& path) {
-  auto spec = sweep::parse_sweep_file(path);
-  if (!spec)
-    return failure{spec.error()};
   std::ifstream in(path);
   std::stringstream ss;
-  ss << in.rdbuf();
-  if (ss.str().size() > 64 * 1024)
+  if (!(in && ss << in.rdbuf())) { // its error as `check` words it
+    auto spec = sweep::parse_sweep_file(path);
+    return failure{spec ? path + ": cannot read the sweep file" : spec.error()};
+  }
+  auto text = ss.str();
+  if (text.size() > 64 * 1024)
     return failure{path + ": a sweep file to start is at most 64 KiB"};
-  return sweep_file{ss.str(), *spec};
+  auto spec = sweep::parse_sweep_text(text, path);
+  if (!spec)
+    return failure{spec.error()};
+  return sweep_file{std::move(text), *spec};
 }
 
 /// The sweep a driver job runs: its record, and the sweep file it carries.
@@ -160,7 +164,11 @@ struct trial_line_view {
   std::optional<double> last, best, value;
 };
 
-std::vector<trial_line_view> trial_rows(client& c, const sweep_view& v) {
+/// The points of ended jobs, which no longer change (`start --wait` asks every round).
+using series_cache = std::map<std::string, std::vector<std::pair<int64_t, double>>>;
+
+std::vector<trial_line_view> trial_rows(client& c, const sweep_view& v,
+                                        series_cache* ended = nullptr) {
   std::vector<trial_line_view> rows;
   for (auto& j : v.trials) {
     if (rows.empty() || rows.back().n != j.trial)
@@ -169,19 +177,19 @@ std::vector<trial_line_view> trial_rows(client& c, const sweep_view& v) {
     rows.back().segments += 1;
   }
   for (auto& r : rows) {
-    id_request req{r.job->id.str()};
-    req.metric = v.spec.metric.name;
-    auto s = c.call<show_reply>(verb::show, req);
-    if (!s)
-      continue;
+    auto id = r.job->id.str();
     std::vector<std::pair<int64_t, double>> pts;
-    int32_t attempt = 0;
-    for (auto& p : s->series)
-      attempt = std::max(attempt, p.attempt);
-    for (auto& p : s->series)
-      if (p.rank == 0 && p.attempt == attempt)
-        pts.push_back({p.step, p.value});
-    std::stable_sort(pts.begin(), pts.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    if (auto hit = ended ? ended->find(id) : series_cache::iterator{};
+        ended && hit != ended->end()) {
+      pts = hit->second;
+    } else {
+      auto got = metric_series(c, id, v.spec.metric.name);
+      if (!got)
+        continue;
+      pts = std::move(*got);
+      if (ended && is_final(r.job->state))
+        (*ended)[id] = pts;
+    }
     auto m = v.spec.metric;
     m.best = false;
     r.last = sweep::value_of(m, pts);
@@ -190,6 +198,15 @@ std::vector<trial_line_view> trial_rows(client& c, const sweep_view& v) {
     r.value = v.spec.metric.best ? r.best : r.last;
   }
   return rows;
+}
+
+/// A trial's parameters without the sweep's fixed ones (trial.params): what was searched.
+sweep::assignment searched(const sweep_view& v, const job_summary& j) {
+  sweep::assignment a;
+  for (auto& [k, val] : j.params)
+    if (!v.spec.trial.params.count(k))
+      a[k] = val;
+  return a;
 }
 
 std::string num(std::optional<double> v) {
@@ -232,14 +249,11 @@ std::string progress_line(const sweep_view& v, const std::vector<trial_line_view
 json rows_json(const sweep_view& v, const std::vector<trial_line_view>& rows) {
   json out = json::array();
   for (auto& r : rows) {
-    json params = r.job->params;
-    for (auto& [k, val] : v.spec.trial.params)
-      params.erase(k);
     out.push_back({{"trial", r.n},
                    {"job", r.job->id.str()},
                    {"state", to_string(r.job->state)},
                    {"jobs", r.segments},
-                   {"params", params},
+                   {"params", searched(v, *r.job)},
                    {"last", r.last ? json(*r.last) : json(nullptr)},
                    {"best", r.best ? json(*r.best) : json(nullptr)}});
   }
@@ -247,11 +261,7 @@ json rows_json(const sweep_view& v, const std::vector<trial_line_view>& rows) {
 }
 
 std::string params_text(const sweep_view& v, const job_summary& j) {
-  std::string out;
-  for (auto& [k, val] : j.params)
-    if (!v.spec.trial.params.count(k))
-      out += (out.empty() ? "" : " ") + k + "=" + val;
-  return out;
+  return sweep::assignment_text(searched(v, j));
 }
 
 int start_sweep(context& ctx, const std::string& path, bool wait) {
@@ -309,11 +319,12 @@ int start_sweep(context& ctx, const std::string& path, bool wait) {
     return 0;
   bool tty = ::isatty(STDERR_FILENO);
   std::string last;
+  series_cache ended;
   for (;;) {
     auto v = load_sweep(**c, id);
     if (!v)
       return fail("sweep " + id + ": " + v.error());
-    auto rows = trial_rows(**c, *v);
+    auto rows = trial_rows(**c, *v, &ended);
     auto line = progress_line(*v, rows);
     if (line != last) {
       std::fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line.c_str());
@@ -377,23 +388,30 @@ int list_sweeps(context& ctx) {
   return 0;
 }
 
-int status_sweep(context& ctx, const std::string& id, bool best_only) {
+/// The connection and the sweep `id` names, or the failure to print.
+expected<std::pair<client*, sweep_view>> open_sweep(context& ctx, const std::string& id) {
   auto c = ctx.connect();
   if (!c)
-    return fail(c.error());
+    return failure{c.error()};
   auto v = load_sweep(**c, id);
   if (!v)
-    return fail("sweep " + id + ": " + v.error());
+    return failure{"sweep " + id + ": " + v.error()};
+  return std::make_pair(*c, std::move(*v));
+}
+
+int status_sweep(context& ctx, const std::string& id, bool best_only) {
+  auto open = open_sweep(ctx, id);
+  if (!open)
+    return fail(open.error());
+  auto* c = &open->first;
+  auto* v = &open->second;
   auto rows = trial_rows(**c, *v);
   auto* best = best_of(*v, rows);
   if (best_only) {
     if (!best)
       return fail("sweep " + v->driver.id.short_str() + ": no trial has a value of "
                   + v->spec.metric.name + " yet");
-    sweep::assignment a;
-    for (auto& [k, val] : best->job->params)
-      if (!v->spec.trial.params.count(k))
-        a[k] = val;
+    auto a = searched(*v, *best->job);
     auto again = trial_line(v->spec, a);
     if (ctx.g.json) {
       std::cout << json{{"trial", best->n},          {"job", best->job->id.str()},
@@ -438,12 +456,11 @@ int status_sweep(context& ctx, const std::string& id, bool best_only) {
 }
 
 int stop_sweep(context& ctx, const std::string& id) {
-  auto c = ctx.connect();
-  if (!c)
-    return fail(c.error());
-  auto v = load_sweep(**c, id);
-  if (!v)
-    return fail("sweep " + id + ": " + v.error());
+  auto open = open_sweep(ctx, id);
+  if (!open)
+    return fail(open.error());
+  auto* c = &open->first;
+  auto* v = &open->second;
   auto r = (*c)->call<text_reply>(verb::cancel, id_request{v->driver.id.str()});
   if (!r)
     return fail("sweep stop: " + r.error());

@@ -89,22 +89,7 @@ public:
 
   expected<std::vector<std::pair<int64_t, double>>> series(const std::string& id,
                                                            const std::string& metric) override {
-    id_request req{id};
-    req.metric = metric;
-    auto r = client_->call<show_reply>(verb::show, req);
-    if (!r)
-      return failure{"show " + id + ": " + r.error()};
-    // The newest attempt's points of rank 0, by step (a retried trial starts again).
-    int32_t attempt = 0;
-    for (auto& p : r->series)
-      attempt = std::max(attempt, p.attempt);
-    std::vector<std::pair<int64_t, double>> out;
-    for (auto& p : r->series)
-      if (p.rank == 0 && p.attempt == attempt)
-        out.push_back({p.step, p.value});
-    std::stable_sort(out.begin(), out.end(),
-                     [](auto& a, auto& b) { return a.first < b.first; });
-    return out;
+    return metric_series(*client_, id, metric);
   }
 
   status stop(const std::string& id) override {

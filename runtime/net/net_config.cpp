@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <caf/openssl/all.hpp>
 
 #include "runtime/net/net.hpp"
+#include "runtime/net/guard.hpp"
 
 #include "runtime/wire/envelope.hpp"
 #include "runtime/errc.hpp"
@@ -128,9 +130,7 @@ caf::expected<uint16_t> publish_actor(const caf::actor& whom, uint16_t port,
   const char* in = host.empty() || host == "0.0.0.0" ? nullptr : host.c_str();
   if (whom && whom.home_system().has_openssl_manager())
     return caf::openssl::publish(whom, port, in, true);
-  if (!whom)
-    return caf::sec::cannot_publish_invalid_actor;
-  return whom.home_system().middleman().publish(whom, port, in, true);
+  return publish_guarded(whom, port, in);
 }
 
 void unpublish_actor(const caf::actor& whom, uint16_t port) {
@@ -144,18 +144,35 @@ caf::expected<caf::actor> connect_actor(caf::actor_system& sys, const std::strin
                                         uint16_t port, std::chrono::milliseconds timeout) {
   // Asked of the middleman actor with a timeout: CAF's blocking remote_actor() has none, and
   // waits forever for a node that accepted the TCP connection but is frozen.
+  //
+  // CAF 0.17 starts an outgoing connection's heartbeat clock at zero (basp_broker's
+  // connect handler default-constructs the endpoint's last_seen), so its next heartbeat
+  // tick (every 250 ms) fails the connection with `connection_timeout` unless the node's
+  // handshake has arrived by then. A node that is merely busy for a moment would so
+  // refuse a client at once; within the caller's deadline that error is tried again.
+  using clock = std::chrono::steady_clock;
+  auto deadline = clock::now() + timeout;
   caf::scoped_actor self{sys};
-  caf::expected<caf::actor> out{caf::sec::request_timeout};
-  self->request(connector(sys), timeout, caf::connect_atom::value, host, port)
-    .receive(
-      [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-        if (ptr)
-          out = caf::actor_cast<caf::actor>(ptr);
-        else
-          out = caf::sec::no_actor_published_at_port;
-      },
-      [&](caf::error& err) { out = std::move(err); });
-  return out;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+    caf::expected<caf::actor> out{caf::sec::request_timeout};
+    if (left.count() <= 0)
+      return out;
+    self->request(connector(sys), left, caf::connect_atom::value, host, port)
+      .receive(
+        [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+          if (ptr)
+            out = caf::actor_cast<caf::actor>(ptr);
+          else
+            out = caf::sec::no_actor_published_at_port;
+        },
+        [&](caf::error& err) { out = std::move(err); });
+    if (out || out.error() != caf::sec::connection_timeout)
+      return out;
+    if (deadline - clock::now() < std::chrono::milliseconds(50))
+      return out;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 std::string describe_connect_error(caf::actor_system& sys, const caf::error& err,

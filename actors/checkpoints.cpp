@@ -8,6 +8,12 @@
 #include <optional>
 #include <set>
 
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <unistd.h>
+
 #include <caf/all.hpp>
 
 #include "actors/fan_out.hpp"
@@ -18,6 +24,8 @@
 #include "runtime/dataplane/tls_channel.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/logging.hpp"
+#include "runtime/ownership.hpp"
+#include "runtime/ship/bundle.hpp"
 #include "runtime/wire/atoms.hpp"
 #include "runtime/wire/envelope.hpp"
 #include "runtime/wire/messages/client.hpp"
@@ -31,8 +39,19 @@ using run_atom = caf::atom_constant<caf::atom("m_ckrun")>;
 /// Steps a peer lists (newest first): enough to find the newest complete one.
 constexpr size_t listed_steps = 3;
 
+/// A bundle coming in from a client (ship_put), chunk by chunk.
+struct upload {
+  std::string path; ///< the staging file
+  int fd = -1;
+  uint64_t received = 0;
+  uint64_t total = 0;
+  std::string label;
+  std::chrono::steady_clock::time_point touched;
+};
+
 struct checkpoints_state {
   checkpoints_config cfg;
+  std::map<std::string, upload> uploads; ///< by "<sha256>.<upload id>"
   std::shared_ptr<ckpt::store> store;
   std::shared_ptr<ckpt::blob_server> server;
   ckpt::tls_ptr tls; ///< on a --tls cluster
@@ -41,6 +60,11 @@ struct checkpoints_state {
   cluster_view view{""};
   std::shared_ptr<spdlog::logger> log;
   static inline const char* name = "checkpoints";
+  ~checkpoints_state() {
+    for (auto& [key, u] : uploads)
+      if (u.fd >= 0)
+        ::close(u.fd);
+  }
 };
 
 using checkpoints_actor = caf::stateful_actor<checkpoints_state>;
@@ -99,6 +123,36 @@ std::vector<std::string> push_targets(const checkpoints_state& st,
   return out;
 }
 
+/// Where a piece is after push_piece: this node and the targets that stored it, and what
+/// the others answered.
+struct copies {
+  std::vector<std::string> nodes;
+  std::vector<std::string> problems; ///< "NODE: why"
+};
+
+/// Has every node of `targets` fetch `piece` from this node's blob server and store it
+/// (peer_ckpt_push), then `then` with the outcome.
+void push_piece(checkpoints_actor* self, const ckpt::manifest& piece,
+                const std::vector<std::string>& targets, std::function<void(copies)> then) {
+  auto& st = self->state;
+  ckpt_push_request req;
+  req.piece = piece;
+  req.endpoint = st.endpoint;
+  req.ticket = st.server->grant(piece);
+  auto out = std::make_shared<copies>();
+  out->nodes.push_back(st.cfg.node);
+  fan_out(
+    self, st.membership, targets, verb::peer_ckpt_push, encode(req),
+    transfer_timeout(piece.bytes()),
+    [=](const peer_answer& a) {
+      if (a)
+        out->nodes.push_back(a.node);
+      else
+        out->problems.push_back(a.node + ": " + describe(a.err));
+    },
+    [=] { then(std::move(*out)); });
+}
+
 void on_save(checkpoints_actor* self, caf::response_promise rp, ckpt_save_args args) {
   auto& st = self->state;
   auto started = std::chrono::steady_clock::now();
@@ -130,44 +184,29 @@ void on_save(checkpoints_actor* self, caf::response_promise rp, ckpt_save_args a
       }
       auto piece = *done;
       auto targets = push_targets(st, args.holders);
-      ckpt_push_request req;
-      req.piece = piece;
-      req.endpoint = st.endpoint;
-      req.ticket = st.server->grant(piece);
-      auto nodes = std::make_shared<std::vector<std::string>>(1, st.cfg.node);
-      auto problems = std::make_shared<std::vector<std::string>>();
-      fan_out(
-        self, st.membership, targets, verb::peer_ckpt_push, encode(req),
-        transfer_timeout(piece.bytes()),
-        [=](const peer_answer& a) {
-          if (a)
-            nodes->push_back(a.node);
-          else
-            problems->push_back(a.node + ": " + describe(a.err));
-        },
-        [=]() mutable {
-          auto& st = self->state;
-          auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now() - started).count();
-          if (!problems->empty()) {
-            std::string why;
-            for (auto& p : *problems)
-              why += (why.empty() ? "" : "; ") + p;
-            st.log->warn("job {}: checkpoint step {} ({} bytes) is on {} of {} nodes: {}",
-                         args.job.short_str(), piece.step, piece.bytes(), nodes->size(),
-                         targets.size() + 1, why);
-            return rp.deliver(make_error(
-              errc::under_replicated,
-              "checkpoint step " + std::to_string(piece.step) + " of job " + args.job.short_str()
-                + " is stored on " + std::to_string(nodes->size()) + " of "
-                + std::to_string(targets.size() + 1) + " nodes (" + why
-                + "): it does not count yet"));
-          }
-          st.log->info("job {}: checkpoint step {} ({}, {} bytes) stored on {} node(s) in {} ms",
-                       args.job.short_str(), piece.step, piece.label, piece.bytes(),
-                       nodes->size(), ms);
-          rp.deliver(ckpt_saved{piece.step, piece.bytes(), *nodes, ms});
-        });
+      push_piece(self, piece, targets, [=](copies c) mutable {
+        auto& st = self->state;
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::steady_clock::now() - started).count();
+        if (!c.problems.empty()) {
+          std::string why;
+          for (auto& p : c.problems)
+            why += (why.empty() ? "" : "; ") + p;
+          st.log->warn("job {}: checkpoint step {} ({} bytes) is on {} of {} nodes: {}",
+                       args.job.short_str(), piece.step, piece.bytes(), c.nodes.size(),
+                       targets.size() + 1, why);
+          return rp.deliver(make_error(
+            errc::under_replicated,
+            "checkpoint step " + std::to_string(piece.step) + " of job " + args.job.short_str()
+              + " is stored on " + std::to_string(c.nodes.size()) + " of "
+              + std::to_string(targets.size() + 1) + " nodes (" + why
+              + "): it does not count yet"));
+        }
+        st.log->info("job {}: checkpoint step {} ({}, {} bytes) stored on {} node(s) in {} ms",
+                     args.job.short_str(), piece.step, piece.label, piece.bytes(),
+                     c.nodes.size(), ms);
+        rp.deliver(ckpt_saved{piece.step, piece.bytes(), c.nodes, ms});
+      });
     });
 }
 
@@ -344,6 +383,288 @@ void on_status(checkpoints_actor* self, caf::typed_response_promise<std::string>
   });
 }
 
+
+// ---- shipped bundles (docs/shipping.md) --------------------------------------------------
+
+constexpr const char* bundle_file = "bundle";
+/// Copies of a bundle: the node it was uploaded to and two more alive members.
+constexpr size_t ship_copies = 3;
+
+std::string ship_job(const std::string& sha) {
+  return "ship-" + sha;
+}
+
+bool is_sha256(const std::string& s) {
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+/// The piece of this node's store that holds the bundle `sha`, if any.
+std::optional<ckpt::manifest> local_bundle(const ckpt::store& s, const std::string& sha) {
+  for (auto& p : s.list(ship_job(sha)))
+    if (p.files.size() == 1 && p.files[0].name == bundle_file && p.files[0].sha256 == sha)
+      return p;
+  return std::nullopt;
+}
+
+std::string incoming_dir(const checkpoints_state& st) {
+  return st.cfg.root + "-incoming";
+}
+
+void drop_upload(checkpoints_state& st, const std::string& key) {
+  auto it = st.uploads.find(key);
+  if (it == st.uploads.end())
+    return;
+  if (it->second.fd >= 0)
+    ::close(it->second.fd);
+  ::unlink(it->second.path.c_str());
+  st.uploads.erase(it);
+}
+
+/// Stores the complete upload `path` as the bundle `sha` (its hash checked), then copies it
+/// to up to two more alive members (rendezvous order on the hash); answers with the nodes
+/// that hold it.
+void store_bundle(checkpoints_actor* self, caf::response_promise rp, std::string sha,
+                  std::string path, std::string label) {
+  auto& st = self->state;
+  auto store = st.store;
+  auto serial = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+  offload<expected<ckpt::manifest>>(
+    self,
+    [store, sha, path, label, serial]() -> expected<ckpt::manifest> {
+      if (auto have = local_bundle(*store, sha)) {
+        ::unlink(path.c_str());
+        return *have;
+      }
+      auto dir = path + ".d";
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (ec || ::rename(path.c_str(), (dir + "/" + bundle_file).c_str()) != 0) {
+        ::unlink(path.c_str());
+        std::filesystem::remove_all(dir, ec);
+        return failure{"cannot stage the bundle: " + std::string(std::strerror(errno))};
+      }
+      ckpt::manifest m;
+      m.job = ship_job(sha);
+      m.step = 0;
+      m.serial = serial;
+      m.label = label;
+      auto done = store->commit_dir(m, dir, true);
+      std::filesystem::remove_all(dir, ec);
+      if (!done)
+        return done;
+      if (done->files.size() != 1 || done->files[0].sha256 != sha) {
+        auto got = done->files.empty() ? std::string("?") : done->files[0].sha256;
+        store->forget(m.job);
+        return failure{"the bundle arrived corrupt: its SHA-256 is " + got + ", not " + sha};
+      }
+      return done;
+    },
+    [=](expected<ckpt::manifest>& done) mutable {
+      auto& st = self->state;
+      if (!done) {
+        st.log->warn("bundle {} ({}) not stored: {}", sha.substr(0, 12), label, done.error());
+        return rp.deliver(make_error(errc::bad_request, done.error()));
+      }
+      auto piece = *done;
+      std::vector<std::string> targets;
+      for (auto& n : rendezvous_rank(sha, st.view.others_alive()))
+        if (targets.size() + 1 < ship_copies)
+          targets.push_back(n);
+      push_piece(self, piece, targets, [=](copies c) mutable {
+        auto& log = self->state.log;
+        for (auto& p : c.problems)
+          log->warn("bundle {}: not copied to {}", sha.substr(0, 12), p);
+        log->info("bundle {} ({}, {} bytes) stored on {} node(s)", sha.substr(0, 12), label,
+                  piece.bytes(), c.nodes.size());
+        ship_put_reply out;
+        out.received = piece.bytes();
+        out.stored = true;
+        out.nodes = std::move(c.nodes);
+        rp.deliver(encode(out));
+      });
+    });
+}
+
+caf::result<std::string> on_ship_put(checkpoints_actor* self, ship_put_request req) {
+  auto& st = self->state;
+  if (!is_sha256(req.sha256))
+    return make_error(errc::bad_request, "ship put: '" + req.sha256 + "' is not a SHA-256");
+  if (req.upload.empty() || req.upload.size() > 64
+      || req.upload.find_first_not_of("0123456789abcdefghijklmnopqrstuvwxyz")
+           != std::string::npos)
+    return make_error(errc::bad_request, "ship put: the upload id must be 1-64 of [0-9a-z]");
+  if (req.total > st.store->max_bytes())
+    return make_error(errc::bad_request,
+                      "ship put: a bundle of " + ship::human_bytes(req.total)
+                        + " is larger than this node's largest piece ("
+                        + ship::human_bytes(st.store->max_bytes()) + ", --checkpoint-max-mb)");
+  if (req.offset + req.data.size() > req.total)
+    return make_error(errc::bad_request, "ship put: bytes past the bundle's announced size");
+  auto key = req.sha256 + "." + req.upload;
+  // Uploads whose client went away: dropped after ten minutes without a chunk.
+  auto now = std::chrono::steady_clock::now();
+  for (auto i = st.uploads.begin(); i != st.uploads.end();) {
+    auto next = std::next(i);
+    if (i->first != key && now - i->second.touched > std::chrono::minutes(10))
+      drop_upload(st, i->first);
+    i = next;
+  }
+  if (req.offset == 0) {
+    drop_upload(st, key);
+    std::error_code ec;
+    std::filesystem::create_directories(incoming_dir(st), ec);
+    upload u;
+    u.path = incoming_dir(st) + "/" + key;
+    u.total = req.total;
+    u.label = req.label.substr(0, 512);
+    u.fd = ::open(u.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (u.fd < 0)
+      return make_error(errc::unavailable, "ship put: cannot write " + u.path + ": "
+                                             + std::strerror(errno));
+    st.uploads[key] = std::move(u);
+  }
+  auto it = st.uploads.find(key);
+  if (it == st.uploads.end())
+    return make_error(errc::bad_request, "ship put: no upload of bundle "
+                                           + req.sha256.substr(0, 12)
+                                           + " under way here (start again at offset 0)");
+  auto& u = it->second;
+  if (req.offset != u.received || req.total != u.total) {
+    auto want = u.received;
+    drop_upload(st, key);
+    return make_error(errc::bad_request, "ship put: bytes at offset " + std::to_string(req.offset)
+                                           + ", expected " + std::to_string(want)
+                                           + " (start again at offset 0)");
+  }
+  if (!ckpt::write_all(u.fd, req.data.data(), req.data.size())) {
+    std::string why = std::strerror(errno);
+    drop_upload(st, key);
+    return make_error(errc::unavailable, "ship put: cannot write the bundle: " + why);
+  }
+  u.received += req.data.size();
+  u.touched = now;
+  if (u.received < u.total)
+    return encode(ship_put_reply{u.received, false, {}});
+  if (::fsync(u.fd) != 0 || ::close(u.fd) != 0) {
+    u.fd = -1;
+    std::string why = std::strerror(errno);
+    drop_upload(st, key);
+    return make_error(errc::unavailable, "ship put: cannot write the bundle: " + why);
+  }
+  auto path = u.path, label = u.label;
+  st.uploads.erase(it);
+  auto rp = self->make_response_promise<std::string>();
+  store_bundle(self, rp, req.sha256, path, label);
+  return rp;
+}
+
+/// Where a bundle can be fetched: its piece and (endpoint, ticket) offers.
+struct bundle_sources {
+  std::optional<ckpt::manifest> piece;
+  std::vector<std::pair<std::string, std::string>> offers;
+  std::set<std::string> nodes; ///< alive members that hold it (this one too)
+};
+
+/// Asks the alive members which of `shas` they hold.
+void find_bundles(checkpoints_actor* self, std::vector<std::string> shas,
+                  std::function<void(std::map<std::string, bundle_sources>)> then) {
+  auto out = std::make_shared<std::map<std::string, bundle_sources>>();
+  auto left = std::make_shared<size_t>(shas.size());
+  if (shas.empty())
+    return then({});
+  for (auto& sha : shas)
+    gather(self, ship_job(sha), [=](std::vector<ckpt_list_reply> replies, size_t) {
+      auto& src = (*out)[sha];
+      for (auto& r : replies)
+        for (auto& o : r.pieces)
+          if (o.piece.job == ship_job(sha) && o.piece.files.size() == 1
+              && o.piece.files[0].sha256 == sha) {
+            src.nodes.insert(r.node);
+            if (!src.piece)
+              src.piece = o.piece;
+            if (r.node != self->state.cfg.node)
+              src.offers.emplace_back(r.endpoint, o.ticket);
+            break;
+          }
+      if (--*left == 0)
+        then(std::move(*out));
+    });
+}
+
+caf::result<std::string> on_ship_have(checkpoints_actor* self, ship_have_request req) {
+  if (req.sha256.size() > 64)
+    return make_error(errc::bad_request, "ship have: more than 64 bundles");
+  for (auto& sha : req.sha256)
+    if (!is_sha256(sha))
+      return make_error(errc::bad_request, "ship have: '" + sha + "' is not a SHA-256");
+  auto rp = self->make_response_promise<std::string>();
+  find_bundles(self, req.sha256, [=](std::map<std::string, bundle_sources> found) mutable {
+    ship_have_reply out;
+    for (auto& sha : req.sha256)
+      out.holders.push_back(static_cast<int32_t>(found[sha].nodes.size()));
+    rp.deliver(encode(out));
+  });
+  return rp;
+}
+
+/// Fetches the bundles this node lacks, then unpacks every one under the destination.
+expected<ship_unpacked> unpack_all(ckpt::store& store, const ckpt::tls_ptr& tls,
+                                   const ship_unpack_args& args,
+                                   const std::map<std::string, bundle_sources>& found) {
+  ship_unpacked out;
+  for (auto& b : args.bundles) {
+    auto piece = local_bundle(store, b.sha256);
+    if (!piece) {
+      auto it = found.find(b.sha256);
+      std::string why = "no alive member holds it";
+      if (it != found.end() && it->second.piece)
+        for (auto& [endpoint, ticket] : it->second.offers) {
+          auto got = ckpt::pull(store, endpoint, ticket, *it->second.piece, tls);
+          if (got) {
+            piece = *got;
+            ++out.fetched;
+            break;
+          }
+          why = got.error();
+        }
+      if (!piece)
+        return failure{"the " + b.kind + " bundle " + b.sha256.substr(0, 12) + " (" + b.source
+                       + ") could not be fetched: " + why};
+    }
+    auto files = ship::unpack(store.dir_of(*piece) + "/" + bundle_file, args.dest + "/" + b.into);
+    if (!files)
+      return failure{files.error()};
+    out.files += static_cast<int64_t>(*files);
+    out.bytes += piece->bytes();
+  }
+  return out;
+}
+
+void on_ship_unpack(checkpoints_actor* self, caf::response_promise rp, ship_unpack_args args) {
+  auto& st = self->state;
+  std::vector<std::string> missing;
+  for (auto& b : args.bundles)
+    if (!local_bundle(*st.store, b.sha256))
+      missing.push_back(b.sha256);
+  find_bundles(self, missing, [=](std::map<std::string, bundle_sources> found) mutable {
+    auto& st = self->state;
+    offload<expected<ship_unpacked>>(
+      self,
+      [store = st.store, tls = st.tls, args, found] {
+        return unpack_all(*store, tls, args, found);
+      },
+      [=](expected<ship_unpacked>& done) mutable {
+        if (!done) {
+          self->state.log->warn("cannot unpack shipped files into {}: {}", args.dest, done.error());
+          return rp.deliver(make_error(errc::unavailable, done.error()));
+        }
+        rp.deliver(*done);
+      });
+  });
+}
+
 caf::result<std::string> on_envelope(checkpoints_actor* self, const envelope& env) {
   auto& st = self->state;
   switch (static_cast<verb>(env.verb)) {
@@ -368,6 +689,18 @@ caf::result<std::string> on_envelope(checkpoints_actor* self, const envelope& en
       auto rp = self->make_response_promise<std::string>();
       on_status(self, rp, req->job);
       return rp;
+    }
+    case verb::ship_have: {
+      auto req = decode<ship_have_request>(env.body, "ship have");
+      if (!req)
+        return make_error(errc::bad_request, req.error());
+      return on_ship_have(self, std::move(*req));
+    }
+    case verb::ship_put: {
+      auto req = decode<ship_put_request>(env.body, "ship put");
+      if (!req)
+        return make_error(errc::bad_request, req.error());
+      return on_ship_put(self, std::move(*req));
     }
     default:
       return make_error(errc::bad_request, "the checkpoints actor does not answer verb "
@@ -406,6 +739,11 @@ caf::behavior checkpoints_impl(checkpoints_actor* self, checkpoints_config cfg) 
       self->delayed_send(self, std::chrono::milliseconds(100), atoms::subscribe::value);
     }
   });
+  {
+    // Uploads cut off by a restart are not resumed: the client starts again.
+    std::error_code ec;
+    std::filesystem::remove_all(incoming_dir(st), ec);
+  }
   self->attach_functor([server = st.server, store = st.store] { server->stop(); });
   subscribe_members(self, self->state.membership);
   return {
@@ -421,6 +759,11 @@ caf::behavior checkpoints_impl(checkpoints_actor* self, checkpoints_config cfg) 
       return rp;
     },
     [=](atoms::ckpt_forget, const job_id& id) { self->state.store->forget(id.str()); },
+    [=](atoms::ship_unpack, ship_unpack_args& args) {
+      auto rp = self->make_response_promise<ship_unpacked>();
+      on_ship_unpack(self, rp, std::move(args));
+      return rp;
+    },
     [=](atoms::subscribe) { subscribe_members(self, self->state.membership); },
     [=](atoms::members, member_list& ms, bool majority, uint32_t agreed, uint32_t agreed_alive) {
       self->state.view.update(std::move(ms), majority, agreed, agreed_alive);

@@ -13,7 +13,11 @@
 //   (ckpt_save, ckpt_save_args)       → ckpt_saved      (workers and the coordinator)
 //   (ckpt_restore, ckpt_restore_args) → ckpt_restored   (workers, before the child starts)
 //   (ckpt_forget, job_id)                               (the job was deleted)
+//   (ship_unpack, ship_unpack_args) → ship_unpacked     (workers, before the child starts)
 //   envelopes: peer_ckpt_push, peer_ckpt_list           (other nodes)
+//              ship_have, ship_put                      (clients: shipped bundles)
+// Shipped bundles (docs/shipping.md) are pieces of the pseudo-job "ship-<sha256>" (step 0,
+// one file "bundle"), so they are stored, listed, pushed and pulled as checkpoints are.
 
 #include <cstdint>
 #include <string>
@@ -24,6 +28,7 @@
 #include <caf/fwd.hpp>
 
 #include "runtime/ids.hpp"
+#include "runtime/job.hpp"
 #include "runtime/net/certs.hpp"
 
 namespace monkey {
@@ -34,6 +39,7 @@ namespace atoms {
 using ckpt_save = caf::atom_constant<caf::atom("m_cksave")>;
 using ckpt_restore = caf::atom_constant<caf::atom("m_ckrest")>;
 using ckpt_forget = caf::atom_constant<caf::atom("m_ckforg")>;
+using ship_unpack = caf::atom_constant<caf::atom("m_shunpk")>;
 } // namespace atoms
 
 struct checkpoints_config {
@@ -77,6 +83,20 @@ struct ckpt_restored {
   std::string note;       ///< what was looked at, for the log ("3 of 3 members answered")
 };
 
+/// Shipped bundles to unpack under `dest` (docs/shipping.md): each is taken from this
+/// node's store, or fetched from an alive member that holds it (and kept here: a node
+/// fetches a bundle once).
+struct ship_unpack_args {
+  std::vector<shipment> bundles;
+  std::string dest;
+};
+
+struct ship_unpacked {
+  int64_t files = 0;
+  uint64_t bytes = 0;
+  int32_t fetched = 0; ///< bundles that came from another node this time
+};
+
 caf::actor spawn_checkpoints(caf::actor_system& sys, checkpoints_config cfg);
 
 } // namespace monkey
@@ -85,3 +105,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::ckpt_save_args)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::ckpt_saved)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::ckpt_restore_args)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::ckpt_restored)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::ship_unpack_args)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(monkey::ship_unpacked)

@@ -224,6 +224,10 @@ void finish(worker_actor* self) {
         return;
     }
   }
+  if (!st.args.ship_dir.empty()) { // shipped files: this attempt's only
+    std::error_code ec;
+    std::filesystem::remove_all(st.args.ship_dir, ec);
+  }
   // The directory's files are in the store (or were never saved): it goes, unless its
   // last save failed (kept for the user to see, and said so).
   if (!st.args.ckpt.dir.empty()) {
@@ -240,8 +244,8 @@ void finish(worker_actor* self) {
 
 /// Makes the checkpoint directory, restores the newest checkpoint into it when the attempt
 /// asks for one, then starts the child.
-void launch_child(worker_actor* self, launcher::spawn_callback on_spawned,
-                  launcher::exit_callback on_exit) {
+void restore_and_spawn(worker_actor* self, launcher::spawn_callback on_spawned,
+                       launcher::exit_callback on_exit) {
   auto& st = self->state;
   auto& ck = st.args.ckpt;
   if (ck.dir.empty())
@@ -275,6 +279,49 @@ void launch_child(worker_actor* self, launcher::spawn_callback on_spawned,
       [=](caf::error& err) {
         launch_result res;
         res.error = "cannot restore the job's checkpoint: " + describe(err);
+        on_spawned(res);
+      });
+}
+
+/// Unpacks the shipped working directory and data (docs/shipping.md) into the attempt's
+/// scratch directory, then restores and starts the child there.
+void launch_child(worker_actor* self, launcher::spawn_callback on_spawned,
+                  launcher::exit_callback on_exit) {
+  auto& st = self->state;
+  if (st.args.ship.empty())
+    return restore_and_spawn(self, on_spawned, on_exit);
+  auto target = checkpoints_of(self);
+  if (!target) {
+    launch_result res;
+    res.error = "cannot unpack the shipped files: the node's checkpoints actor is not running";
+    return on_spawned(res);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(st.args.ship_dir, ec); // a previous try's leftovers
+  ship_unpack_args a{st.args.ship, st.args.ship_dir};
+  self->request(target, std::chrono::minutes(30), atoms::ship_unpack::value, std::move(a))
+    .then(
+      [=](ship_unpacked& u) {
+        auto& st = self->state;
+        auto& req = st.args.request;
+        req.env.push_back("MONKEY_SCRATCH_DIR=" + st.args.ship_dir);
+        req.env.push_back("MONKEY_DATA_DIR=" + st.args.ship_dir + "/data");
+        for (auto& b : st.args.ship)
+          if (b.kind == "workdir") {
+            req.workdir = st.args.ship_dir + "/" + b.into + (b.cwd.empty() ? "" : "/" + b.cwd);
+            req.env.push_back("MONKEY_SHIPPED_WORKDIR=" + b.source);
+          }
+        std::error_code ec;
+        std::filesystem::create_directories(st.args.ship_dir + "/data", ec);
+        st.log->info("job {} attempt {}: {} shipped file(s) ({} bytes, {} bundle(s) fetched from "
+                     "other nodes) unpacked in {}",
+                     st.args.job.short_str(), st.args.attempt, u.files, u.bytes, u.fetched,
+                     st.args.ship_dir);
+        restore_and_spawn(self, on_spawned, on_exit);
+      },
+      [=](caf::error& err) {
+        launch_result res;
+        res.error = "cannot unpack the shipped files: " + describe(err);
         on_spawned(res);
       });
 }
@@ -416,6 +463,10 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
         attempt_result r;
         r.outcome = "failed";
         r.cause = res.error;
+        if (!st.args.ship_dir.empty()) {
+          std::error_code ec;
+          std::filesystem::remove_all(st.args.ship_dir, ec);
+        }
         self->send(st.coordinator, atoms::done::value, st.args.job, st.args.attempt, r);
         self->quit();
         return;

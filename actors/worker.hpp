@@ -49,6 +49,10 @@ struct worker_args {
   std::chrono::milliseconds kill_grace{10000};
   uint32_t metric_rate = 50;     ///< points per second per job (burst 10x)
   checkpoint_args ckpt;
+  /// Shipped code and data (docs/shipping.md): unpacked under `ship_dir` before the child
+  /// starts (which then runs in the shipped working directory), removed when it ends.
+  std::vector<shipment> ship;
+  std::string ship_dir;
 };
 
 caf::actor spawn_worker(caf::actor_system& sys, worker_args args, caf::actor coordinator,

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/job.hpp"
 
+#include "runtime/ship/bundle.hpp"
+
 #include "monkey/sdk/attempt.hpp"
 
 #include <algorithm>
@@ -117,6 +119,21 @@ status validate(const job_spec& s) {
   if (!s.checkpoint_from.empty() && !job_id::parse(s.checkpoint_from))
     return failure{"checkpoint_from: '" + s.checkpoint_from
                    + "' is not a job id (monkey jobs lists them; give the whole id)"};
+  if (s.ship.size() > 64)
+    return failure{"ship: more than 64 bundles"};
+  for (auto& b : s.ship) {
+    if (b.kind != "workdir" && b.kind != "data")
+      return failure{"ship: kind '" + b.kind + "' is neither workdir nor data"};
+    if (b.sha256.size() != 64
+        || b.sha256.find_first_not_of("0123456789abcdef") != std::string::npos)
+      return failure{"ship: '" + b.sha256 + "' is not a SHA-256 (64 hex digits)"};
+    if (!ship::safe_path(b.into) || (b.kind == "workdir" && b.into != "work")
+        || (!b.cwd.empty() && !ship::safe_path(b.cwd)))
+      return failure{"ship: '" + b.into + "' is not a place in the scratch directory"};
+  }
+  if (!s.ship.empty() && !s.app.empty())
+    return failure{"ship: apps are installed on each node (--app-dir); shipping is for "
+                   "command jobs"};
   if (s.priority < -1000000 || s.priority > 1000000)
     return failure{"priority: must be between -1000000 and 1000000"};
   if (s.name.size() > 256)

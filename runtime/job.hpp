@@ -35,6 +35,21 @@ struct dependency {
   MSGPACK_DEFINE_MAP(kind, job);
 };
 
+/// Code or data shipped with a job (docs/shipping.md): a bundle stored in the cluster by
+/// its SHA-256 and unpacked into the attempt's scratch directory on the node that runs it.
+struct shipment {
+  std::string kind;   ///< "workdir" or "data"
+  std::string source; ///< the path it was packed from, on the submitting host (for show)
+  std::string sha256; ///< the bundle's, hex
+  uint64_t bytes = 0; ///< the bundle's size
+  int64_t files = 0;
+  /// Where it is unpacked, relative to the scratch directory: "work" for the working
+  /// directory, "work/<cwd>/<path>" for a relative data path, "data/<name>" otherwise.
+  std::string into;
+  std::string cwd; ///< workdir: where the job runs inside the bundle ("": its top)
+  MSGPACK_DEFINE_MAP(kind, source, sha256, bytes, files, into, cwd);
+};
+
 struct job_spec {
   std::string name;
   std::vector<std::string> command; ///< argv; `{param}` placeholders are substituted
@@ -91,11 +106,14 @@ struct job_spec {
   /// What is needed to run it again (runtime/provenance.hpp; `monkey reproduce`): git
   /// commit, uncommitted diff and its hash, versions; `reproduces`: the job it repeats.
   std::map<std::string, std::string> provenance;
+  /// The working directory and data folders shipped with it (`--ship-workdir`,
+  /// `--ship-data`; set by the client after it stored the bundles).
+  std::vector<shipment> ship;
   MSGPACK_DEFINE_MAP(name, command, app, params, cpus, gpus, gpu_mem_mb, mem_mb, tags, retries,
                      max_requeues, timeout_s, priority, workdir, env, seed, has_seed, after, array,
                      array_index, user, host, retry_backoff_s, retry_backoff_max_s, workers,
                      app_build, time_estimate_s, checkpoint_from, extra_ranks, sweep, trial,
-                     driver, provenance);
+                     driver, provenance, ship);
 };
 
 struct attempt_record {

@@ -160,6 +160,37 @@ TEST_CASE("MONKEY_CHECKPOINT lines name the step their directory reached", "[run
   CHECK_FALSE(parse_checkpoint_line("MONKEY_METRIC step=1", step));
 }
 
+TEST_CASE("shipped bundles are checked and survive a round trip", "[runtime][job]") {
+  job_spec s;
+  s.command = {"python3", "train.py"};
+  shipment w{"workdir", "/home/me/proj", std::string(64, 'a'), 1234, 3, "work", "src"};
+  shipment d{"data", "/srv/fmnist", std::string(64, 'b'), 99, 4, "data/fmnist", ""};
+  s.ship = {w, d};
+  CHECK(validate(s));
+  auto back = decode<job_spec>(encode(s), "spec");
+  REQUIRE(back);
+  REQUIRE(back->ship.size() == 2);
+  CHECK(back->ship[0].sha256 == w.sha256);
+  CHECK(back->ship[0].cwd == "src");
+  CHECK(back->ship[1].into == "data/fmnist");
+  auto bad = [&](auto change, const std::string& want) {
+    auto t = s;
+    change(t.ship[1]);
+    auto r = validate(t);
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error(), Catch::Contains(want));
+  };
+  bad([](shipment& b) { b.sha256 = "abc"; }, "is not a SHA-256");
+  bad([](shipment& b) { b.sha256 = std::string(64, 'G'); }, "is not a SHA-256");
+  bad([](shipment& b) { b.kind = "code"; }, "neither workdir nor data");
+  bad([](shipment& b) { b.into = "../etc"; }, "not a place in the scratch directory");
+  bad([](shipment& b) { b.into = "/etc"; }, "not a place in the scratch directory");
+  auto app = s;
+  app.command.clear();
+  app.app = "fmnist";
+  CHECK_THAT(validate(app).error(), Catch::Contains("shipping is for command jobs"));
+}
+
 TEST_CASE("checkpoint_from names a whole job id", "[runtime][job]") {
   job_spec s;
   s.command = {"true"};

@@ -8,32 +8,14 @@
 #include <openssl/sha.h>
 
 #include "monkey/sdk/version.hpp"
+#include "runtime/shell.hpp"
 
 namespace monkey {
 
 namespace {
 
-std::string quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s)
-    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-/// The output of a shell command (stderr dropped), and whether it exited 0.
-bool capture(const std::string& cmd, std::string& out, size_t limit = 64 * 1024 * 1024) {
-  out.clear();
-  FILE* p = ::popen((cmd + " 2>/dev/null").c_str(), "r");
-  if (!p)
-    return false;
-  std::array<char, 65536> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
-    if (out.size() < limit)
-      out.append(buf.data(), std::min(n, limit - out.size()));
-  int rc = ::pclose(p);
-  return rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
-}
+/// What one git or --version call may return (a diff larger than this is cut).
+constexpr size_t max_output = 64 * 1024 * 1024;
 
 std::string trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' '))
@@ -60,14 +42,14 @@ provenance_map collect_provenance(const std::string& workdir,
   provenance_map p;
   p["monkey_version"] = MONKEY_VERSION;
   std::string out;
-  auto git = "git -C " + quoted(workdir.empty() ? "." : workdir) + " ";
-  if (capture(git + "rev-parse HEAD", out)) {
+  auto git = "git -C " + shell_quoted(workdir.empty() ? "." : workdir) + " ";
+  if (capture_output(git + "rev-parse HEAD", out, max_output)) {
     p["git_commit"] = trimmed(out);
     std::string diff;
     // Tracked changes against HEAD, then untracked files' names (their content is not kept).
-    capture(git + "diff HEAD --binary", diff);
+    capture_output(git + "diff HEAD --binary", diff, max_output);
     std::string untracked;
-    capture(git + "ls-files --others --exclude-standard", untracked);
+    capture_output(git + "ls-files --others --exclude-standard", untracked, max_output);
     if (!untracked.empty())
       diff += "# untracked files:\n" + untracked;
     p["git_dirty"] = diff.empty() ? "no" : "yes";
@@ -81,7 +63,7 @@ provenance_map collect_provenance(const std::string& workdir,
     }
   }
   if (!command.empty() && command.front().find("python") != std::string::npos
-      && capture(quoted(command.front()) + " --version", out))
+      && capture_output(shell_quoted(command.front()) + " --version", out, max_output))
     p["python"] = trimmed(out);
   return p;
 }

@@ -39,7 +39,7 @@ void parse_resources(const reader& r, const YAML::Node& n, job_spec& s) {
   }
 }
 
-job_spec parse_node(const reader& r, const YAML::Node& root) {
+job_spec parse_node(const reader& r, const YAML::Node& root, ship_intent& ship) {
   if (!root.IsMap())
     r.fail(root, "spec", std::string("expected a mapping at the top level, got a ")
                            + reader::kind(root));
@@ -108,6 +108,16 @@ job_spec parse_node(const reader& r, const YAML::Node& root) {
       }
     } else if (key == "checkpoint_from") {
       s.checkpoint_from = r.scalar(v, key);
+    } else if (key == "ship") {
+      auto b = r.scalar(v, key);
+      if (b != "true" && b != "false")
+        r.fail(v, key, "expected true or false, got '" + b + "'");
+      ship.workdir = b == "true";
+    } else if (key == "data") {
+      ship.data = v.IsScalar() ? std::vector<std::string>{v.Scalar()} : r.string_list(v, key);
+      for (size_t i = 0; i < ship.data.size(); ++i)
+        if (ship.data[i].empty())
+          r.fail(v.IsSequence() ? v[i] : v, key, "an empty path");
     } else if (key == "array") {
       s.array = r.scalar(v, key);
       if (auto a = expand_array(s.array); !a)
@@ -116,7 +126,7 @@ job_spec parse_node(const reader& r, const YAML::Node& root) {
       r.fail(it->first, key,
              "unknown field (known: name, command, app, params, resources, retries, "
              "retry_backoff, max_requeues, timeout, time_estimate, priority, workdir, env, seed, tags, "
-             "after, array, workers, checkpoint_from)");
+             "after, array, workers, checkpoint_from, ship, data)");
   }
   if (s.command.empty() && s.app.empty())
     r.fail(root, "command", "missing required field (or give app)");
@@ -129,15 +139,19 @@ job_spec parse_node(const reader& r, const YAML::Node& root) {
 
 } // namespace
 
-expected<job_spec> parse_spec_text(const std::string& text, const std::string& origin) {
-  return yaml::load(text, origin, parse_node);
+expected<job_spec> parse_spec_text(const std::string& text, const std::string& origin,
+                                   ship_intent* ship) {
+  ship_intent ignored;
+  auto& out = ship ? *ship : ignored;
+  return yaml::load(text, origin,
+                    [&](const reader& r, const YAML::Node& root) { return parse_node(r, root, out); });
 }
 
-expected<job_spec> parse_spec_file(const std::string& path) {
+expected<job_spec> parse_spec_file(const std::string& path, ship_intent* ship) {
   auto text = yaml::read_document(path, "spec file");
   if (!text)
     return failure{text.error()};
-  return parse_spec_text(*text, path);
+  return parse_spec_text(*text, path, ship);
 }
 
 expected<int64_t> parse_memory_mb(const std::string& text) {

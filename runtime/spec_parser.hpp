@@ -4,17 +4,27 @@
 // problem is reported as `file:line:col: field: problem`.
 
 #include <string>
+#include <vector>
 
 #include "runtime/expected.hpp"
 #include "runtime/job.hpp"
 
 namespace monkey {
 
-/// Parses a spec document; `origin` names it in errors (usually the file path).
-expected<job_spec> parse_spec_text(const std::string& text, const std::string& origin);
+/// What a spec file asks to ship (docs/shipping.md): keys `ship: true` (the working
+/// directory) and `data: [PATH, ...]`. The client packs and stores them before it submits.
+struct ship_intent {
+  bool workdir = false;
+  std::vector<std::string> data;
+};
+
+/// Parses a spec document; `origin` names it in errors (usually the file path). `ship`
+/// receives the shipping keys (ignored when null).
+expected<job_spec> parse_spec_text(const std::string& text, const std::string& origin,
+                                   ship_intent* ship = nullptr);
 
 /// Reads and parses a spec file.
-expected<job_spec> parse_spec_file(const std::string& path);
+expected<job_spec> parse_spec_file(const std::string& path, ship_intent* ship = nullptr);
 
 /// "512", "512M", "4G", "1.5G" → megabytes.
 expected<int64_t> parse_memory_mb(const std::string& text);

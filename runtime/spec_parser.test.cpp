@@ -40,6 +40,25 @@ TEST_CASE("a YAML spec with every field parses", "[runtime][spec]") {
   CHECK(s->array == "0-9");
 }
 
+TEST_CASE("ship and data are spec keys the client acts on", "[runtime][spec]") {
+  ship_intent ship;
+  auto s = parse_spec_text("command: [a]\nship: true\ndata: [data, /srv/x]\n", "job.yaml", &ship);
+  REQUIRE(s);
+  CHECK(ship.workdir);
+  CHECK(ship.data == std::vector<std::string>{"data", "/srv/x"});
+  CHECK(s->ship.empty()); // bundles are described only once they are stored
+  ship_intent one;
+  REQUIRE(parse_spec_text("command: [a]\ndata: labels.csv\n", "job.yaml", &one));
+  CHECK_FALSE(one.workdir);
+  CHECK(one.data == std::vector<std::string>{"labels.csv"});
+  auto bad = parse_spec_text("command: [a]\nship: yes please\n", "job.yaml");
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error(), Catch::Contains("job.yaml:2:7: ship: expected true or false"));
+  auto empty = parse_spec_text("command: [a]\ndata: ['']\n", "job.yaml");
+  REQUIRE_FALSE(empty);
+  CHECK_THAT(empty.error(), Catch::Contains("data: an empty path"));
+}
+
 TEST_CASE("checkpoint_from is a spec key, checked as a job id", "[runtime][spec]") {
   auto id = job_id::generate().str();
   auto s = parse_spec_text("command: [a]\ncheckpoint_from: " + id + "\n", "job.yaml");

@@ -412,6 +412,10 @@ worker_args worker_args_for(const coordinator_state& st, const job_record& rec,
     w.ckpt.from = *from;
   w.ckpt.restore = at.number > 1 || !w.ckpt.from.empty();
   w.ckpt.capture = rec.spec.app.empty();
+  if (!rec.spec.ship.empty()) {
+    w.ship = rec.spec.ship;
+    w.ship_dir = st.cfg.data_dir + "/scratch/" + rec.id.str() + "-" + std::to_string(at.number);
+  }
   return w;
 }
 

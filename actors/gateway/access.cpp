@@ -37,6 +37,8 @@ destination route_of(verb v) {
     case verb::peer_ckpt_push:
     case verb::peer_ckpt_list:
     case verb::checkpoints:
+    case verb::ship_have:
+    case verb::ship_put:
       return destination::checkpoints;
     case verb::submit:
     case verb::list:
@@ -93,6 +95,8 @@ bool verb_allowed(role r, verb v) {
     // Clients only.
     case verb::devices:
     case verb::checkpoints:
+    case verb::ship_have:
+    case verb::ship_put:
     case verb::tree:
     case verb::kill_actor:
     case verb::submit_tasks:

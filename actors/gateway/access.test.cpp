@@ -55,6 +55,13 @@ TEST_CASE("each role sends only its own verbs", "[gateway][access]") {
   CHECK(verb_allowed(role::client, verb::checkpoints));
   CHECK_FALSE(verb_allowed(role::app, verb::checkpoints));
   CHECK(route_of(verb::checkpoints) == destination::checkpoints);
+  // Shipping bundles: clients only (a driver's trials reuse what its client shipped).
+  for (auto v : {verb::ship_have, verb::ship_put}) {
+    CHECK(verb_allowed(role::client, v));
+    CHECK_FALSE(verb_allowed(role::driver, v));
+    CHECK_FALSE(verb_allowed(role::app, v));
+    CHECK(route_of(v) == destination::checkpoints);
+  }
   // The handshake is open to all, and status.
   for (auto r : {role::client, role::node, role::app, role::driver}) {
     CHECK(verb_allowed(r, verb::hello));

@@ -43,9 +43,10 @@ std::string to_hex(const unsigned char* p, size_t n) {
   return out;
 }
 
-/// A job id's text is letters and digits: safe as a directory name.
+/// A job id's text (or a shipped bundle's "ship-<sha256>") is letters, digits and '-':
+/// safe as a directory name.
 bool valid_job(const std::string& job) {
-  if (job.empty() || job.size() > 64)
+  if (job.empty() || job.size() > 80)
     return false;
   return std::all_of(job.begin(), job.end(), [](char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')

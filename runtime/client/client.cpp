@@ -57,6 +57,8 @@ const char* to_string(verb v) {
     case verb::peer_ckpt_list: return "peer checkpoint list";
     case verb::app_checkpoint: return "app checkpoint";
     case verb::checkpoints: return "checkpoints";
+    case verb::ship_have: return "ship have";
+    case verb::ship_put: return "ship put";
   }
   return "unknown";
 }

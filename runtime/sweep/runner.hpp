@@ -95,6 +95,8 @@ public:
   std::function<void(const std::string&)> on_change;
   /// What every trial records to be run again (the sweep's, from `sweep start`).
   std::map<std::string, std::string> provenance;
+  /// What every trial ships (the bundles `sweep start` stored; docs/shipping.md).
+  std::vector<shipment> ship;
   /// Lines for the driver's log ("trial 3 stopped at step 2: ...").
   std::function<void(const std::string&)> on_log;
 

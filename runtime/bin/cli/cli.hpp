@@ -87,6 +87,22 @@ int run_sweep_drive();
 expected<std::vector<std::pair<int64_t, double>>> metric_series(client& c, const std::string& id,
                                                                 const std::string& key);
 
+/// What to ship with a job (ship.cpp; docs/shipping.md).
+struct ship_request {
+  bool workdir = false;          ///< --ship-workdir, spec key `ship: true`
+  std::vector<std::string> data; ///< --ship-data PATH, spec key `data`
+  uint64_t max_workdir = 100ull << 20; ///< --ship-max overrides both
+  uint64_t max_data = 4ull << 30;
+  bool quiet = false;            ///< no progress lines on stderr
+};
+
+/// Packs the working directory `workdir` and the data paths (relative ones from the
+/// current directory) into bundles, stores those the cluster lacks (each on up to three
+/// nodes) and returns the shipments a job spec carries; or the failure naming what is wrong
+/// (a missing path, a limit, an upload that failed).
+expected<std::vector<shipment>> ship_files(context& ctx, const std::string& workdir,
+                                           const ship_request& what);
+
 /// Node id → name, as the connected node knows its members (empty when it cannot say).
 std::map<std::string, std::string> node_names(context& ctx);
 /// The name of `node` in `names`, else the node id.

@@ -87,6 +87,10 @@ json to_json(const show_reply& r) {
   json deps = json::array();
   for (auto& d : rec.spec.after)
     deps.push_back(d.kind + ":" + d.job.str());
+  json ship = json::array();
+  for (auto& b : rec.spec.ship)
+    ship.push_back({{"kind", b.kind}, {"source", b.source}, {"sha256", b.sha256},
+                    {"bytes", b.bytes}, {"files", b.files}, {"into", b.into}, {"cwd", b.cwd}});
   json history = json::object();
   for (auto& [k, s] : r.metric_history)
     history[k] = {{"count", s.count}, {"first", s.first}, {"min", s.min}, {"max", s.max},
@@ -123,6 +127,7 @@ json to_json(const show_reply& r) {
           {"sweep", rec.spec.sweep},
           {"trial", rec.spec.trial},
           {"checkpoint_from", rec.spec.checkpoint_from},
+          {"ship", ship},
           {"provenance", rec.spec.provenance},
           {"array_index", rec.spec.array_index},
           {"after", deps},

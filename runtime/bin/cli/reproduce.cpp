@@ -52,8 +52,24 @@ int run_reproduce(context& ctx, const reproduce_options& o) {
     warnings.push_back("the job recorded no provenance (submitted by an older monkey): its "
                        "code and versions cannot be compared");
   auto now = collect_provenance(rec.spec.workdir, rec.spec.command);
-  for (auto& w : provenance_changes(then, now))
+  const shipment* shipped_code = nullptr;
+  for (auto& b : rec.spec.ship)
+    if (b.kind == "workdir")
+      shipped_code = &b;
+  for (auto& w : provenance_changes(then, now)) {
+    // A shipped working directory runs again as it was shipped (the same bundle): what the
+    // directory holds now does not matter.
+    if (shipped_code && w.rfind("code:", 0) == 0)
+      continue;
     warnings.push_back(w);
+  }
+  if (shipped_code)
+    for (auto* k : {"git_commit", "git_dirty", "git_diff", "git_diff_sha256", "git_diff_truncated"}) {
+      if (auto it = then.find(k); it != then.end())
+        now[k] = it->second;
+      else
+        now.erase(k);
+    }
   job_spec spec = rec.spec;
   if (!spec.after.empty()) {
     warnings.push_back("its dependencies (--after) are left out: it runs at once");

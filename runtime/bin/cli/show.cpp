@@ -2,6 +2,8 @@
 // monkey show ID and monkey why ID: a job's record, wherever in the cluster it is.
 #include "runtime/bin/cli/cli.hpp"
 
+#include "runtime/ship/bundle.hpp"
+
 #include <algorithm>
 #include <iostream>
 
@@ -79,6 +81,11 @@ int run_show(context& ctx, const std::string& id, const std::string& metric) {
                 get("python").empty() ? "" : ("; " + get("python")).c_str(),
                 get("reproduces").empty() ? "" : ("; reproduces " + get("reproduces")).c_str());
   }
+  for (auto& b : rec.spec.ship)
+    std::printf("shipped   %s %s: bundle %s (%lld files, %s) → $MONKEY_SCRATCH_DIR/%s%s\n",
+                b.kind.c_str(), b.source.c_str(), b.sha256.substr(0, 12).c_str(),
+                static_cast<long long>(b.files), ship::human_bytes(b.bytes).c_str(),
+                b.into.c_str(), b.cwd.empty() ? "" : (" (runs in " + b.into + "/" + b.cwd + ")").c_str());
   std::string holders;
   for (auto& h : rec.replicas)
     holders += (holders.empty() ? "" : ", ") + name_of(names, h);

@@ -22,17 +22,18 @@ struct submit_options {
   std::string checkpoint_from;
   int cpus = 1, gpus = 0, retries = 0, max_requeues = 5, priority = 0, workers = 1;
   uint64_t seed = 0;
-  std::vector<std::string> sets, envs, afters, tags;
-  bool wait = false;
+  std::vector<std::string> sets, envs, afters, tags, ship_data;
+  std::string ship_max;
+  bool wait = false, ship_workdir = false;
 };
 
 /// The spec from --file, the flags given and the command after "--" (flags override the
 /// file); or a usage failure naming the flag.
 expected<job_spec> build_spec(const submit_options& o, const CLI::App& sub,
-                              const std::vector<std::string>& command) {
+                              const std::vector<std::string>& command, ship_intent& ship) {
   job_spec spec;
   if (!o.file.empty()) {
-    auto parsed = parse_spec_file(o.file);
+    auto parsed = parse_spec_file(o.file, &ship);
     if (!parsed)
       return failure{parsed.error()};
     spec = *parsed;
@@ -215,9 +216,28 @@ int run_submit(context& ctx, const submit_options& given, const CLI::App& sub) {
       return fail(from.error(), exit_usage);
     o.checkpoint_from = *from;
   }
-  auto spec = build_spec(o, sub, ctx.command);
+  ship_intent intent;
+  auto spec = build_spec(o, sub, ctx.command, intent);
   if (!spec)
     return fail(spec.error(), exit_usage);
+  ship_request what;
+  what.workdir = intent.workdir || o.ship_workdir;
+  what.data = intent.data;
+  what.data.insert(what.data.end(), o.ship_data.begin(), o.ship_data.end());
+  if (sub.count("--ship-max")) {
+    auto mb = parse_memory_mb(o.ship_max);
+    if (!mb)
+      return fail("--ship-max: " + mb.error(), exit_usage);
+    what.max_workdir = what.max_data = static_cast<uint64_t>(*mb) << 20;
+  }
+  if ((what.workdir || !what.data.empty()) && !spec->app.empty())
+    return fail("--ship-workdir/--ship-data: apps are installed on each node (--app-dir); "
+                "shipping is for command jobs",
+                exit_usage);
+  auto shipped = ship_files(ctx, spec->workdir, what);
+  if (!shipped)
+    return fail(shipped.error());
+  spec->ship = std::move(*shipped);
   auto c = ctx.connect();
   if (!c)
     return fail(c.error());
@@ -301,6 +321,16 @@ verb_def add_submit(CLI::App& app) {
   s->add_option("--after", o->afters,
                 "ok:ID or any:ID, ID a unique suffix of 6 or more (repeatable)");
   s->add_option("--array", o->array, "array of jobs, e.g. 0-99, 1,3,5 or 0-99:10");
+  s->add_flag("--ship-workdir", o->ship_workdir,
+              "ship the working directory to the node that runs the job (a git tree: its "
+              "files with uncommitted changes, not ignored ones; else the directory); the job "
+              "runs in a copy (docs/shipping.md)");
+  s->add_option("--ship-data", o->ship_data,
+                "ship this file or folder too (repeatable): a relative PATH lands at PATH in "
+                "the shipped working directory, others in $MONKEY_DATA_DIR/NAME");
+  s->add_option("--ship-max", o->ship_max,
+                "the largest bundle to ship, e.g. 500M (default: 100M for the working "
+                "directory, 4G for data)");
   s->add_flag("--wait", o->wait,
               "wait for the job, say how it ended (stderr) and exit with its exit code");
   s->add_option("--key", o->key,

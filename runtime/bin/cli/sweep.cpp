@@ -285,12 +285,34 @@ int start_sweep(context& ctx, const std::string& path, bool wait) {
   char cwd[4096];
   if (::getcwd(cwd, sizeof(cwd)))
     spec.workdir = cwd;
+  // App trials need nothing shipped: the app is installed on each node.
+  bool ships = file->spec.ship && !file->spec.trial.command.empty();
+  if (ships) {
+    // The trials run in a copy of this directory wherever they are placed; the driver
+    // needs none of it (docs/shipping.md).
+    ship_request what;
+    what.workdir = true;
+    auto shipped = ship_files(ctx, spec.workdir, what);
+    if (!shipped)
+      return fail("sweep start: " + shipped.error() + " (`ship: false` in the sweep file runs "
+                  "the trials in this directory, which every node must then share)");
+    json bundles = json::array();
+    for (auto& b : *shipped)
+      bundles.push_back({{"kind", b.kind}, {"source", b.source}, {"sha256", b.sha256},
+                         {"bytes", b.bytes}, {"files", b.files}, {"into", b.into},
+                         {"cwd", b.cwd}});
+    spec.env["MONKEY_SWEEP_SHIP"] = bundles.dump();
+    spec.env["MONKEY_SWEEP_WORKDIR"] = spec.workdir;
+  }
+  auto trial_dir = spec.workdir;
+  if (ships)
+    spec.workdir = "/";
   spec.user = current_user();
   spec.host = current_host();
   // What every trial records to be run again (`monkey reproduce`): the code the sweep
   // started from, on this machine.
   std::vector<std::string> trial_cmd = file->spec.trial.command;
-  spec.provenance = collect_provenance(spec.workdir, trial_cmd);
+  spec.provenance = collect_provenance(trial_dir, trial_cmd);
   spec.env["MONKEY_SWEEP_PROVENANCE"] = json(spec.provenance).dump();
   if (auto problem = validate(spec); !problem)
     return fail("invalid sweep job: " + problem.error(), exit_usage);
@@ -304,11 +326,6 @@ int start_sweep(context& ctx, const std::string& path, bool wait) {
   if (!r || r->ids.empty())
     return fail("sweep start: " + (r ? std::string("no id in the answer") : r.error()));
   auto id = r->ids.front().str();
-  if (file->spec.ship)
-    std::fprintf(stderr, "monkey: sweep start: trials run in %s on whichever node runs them: "
-                         "shipping the working directory is not built yet, so the nodes must "
-                         "share it (`ship: false` says they do; docs/sweeps.md)\n",
-                 spec.workdir.c_str());
   if (ctx.g.json && !wait) {
     std::cout << json{{"id", id}, {"name", file->spec.name}}.dump() << "\n";
     return 0;

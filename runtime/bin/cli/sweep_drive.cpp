@@ -166,7 +166,22 @@ int run_sweep_drive() {
   char cwd[4096] = "";
   if (!::getcwd(cwd, sizeof(cwd)))
     cwd[0] = 0;
-  sweep::runner r(*spec, id, cwd, std::move(*opt), cl);
+  // A shipping sweep's driver runs anywhere; its trials' directory is the one the sweep
+  // started in (what they ship), named by `sweep start`.
+  auto trial_dir = env_or("MONKEY_SWEEP_WORKDIR", cwd);
+  sweep::runner r(*spec, id, trial_dir, std::move(*opt), cl);
+  if (auto ship = json::parse(env_or("MONKEY_SWEEP_SHIP", "[]"), nullptr, false); ship.is_array())
+    for (auto& b : ship) {
+      shipment s;
+      s.kind = b.value("kind", "");
+      s.source = b.value("source", "");
+      s.sha256 = b.value("sha256", "");
+      s.bytes = b.value("bytes", uint64_t{0});
+      s.files = b.value("files", int64_t{0});
+      s.into = b.value("into", "");
+      s.cwd = b.value("cwd", "");
+      r.ship.push_back(std::move(s));
+    }
   state_saver saver;
   if (auto state = saver.load()) {
     if (auto ok = r.restore(*state); !ok)

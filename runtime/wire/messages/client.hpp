@@ -63,6 +63,9 @@ enum class verb : uint16_t {
   peer_ckpt_list = 36,  ///< the pieces of a job's checkpoints this node has (with tickets)
   app_checkpoint = 37,  ///< from an app host: its ranks saved a step (answered when durable)
   checkpoints = 38,     ///< `monkey checkpoints JOB`: a job's pieces on the alive members
+  // shipped code and data (docs/shipping.md); answered by the checkpoints actor
+  ship_have = 39, ///< which of these bundles the alive members hold already
+  ship_put = 40,  ///< one chunk of a bundle; the last one stores and replicates it
 };
 
 const char* to_string(verb v);
@@ -190,6 +193,38 @@ struct ckpt_status_reply {
   int32_t asked = 0;          ///< alive members asked (this node included)
   int32_t answered = 0;
   MSGPACK_DEFINE_MAP(pieces, complete_step, asked, answered);
+};
+
+/// ship_have: how many alive members hold each bundle (by SHA-256), in the same order.
+struct ship_have_request {
+  std::vector<std::string> sha256;
+  MSGPACK_DEFINE_MAP(sha256);
+};
+
+struct ship_have_reply {
+  std::vector<int32_t> holders;
+  MSGPACK_DEFINE_MAP(holders);
+};
+
+/// ship_put: bytes [offset, offset + data.size()) of the bundle `sha256` (`total` bytes),
+/// in order, under the client's `upload` id. The chunk that completes it is answered once
+/// the bundle's hash is checked and it is stored on `nodes` (this node and up to two more
+/// alive members).
+struct ship_put_request {
+  std::string sha256;
+  std::string upload;
+  std::string label; ///< "workdir /home/me/proj", for the node's log
+  uint64_t total = 0;
+  uint64_t offset = 0;
+  std::string data;
+  MSGPACK_DEFINE_MAP(sha256, upload, label, total, offset, data);
+};
+
+struct ship_put_reply {
+  uint64_t received = 0;
+  bool stored = false;
+  std::vector<std::string> nodes;
+  MSGPACK_DEFINE_MAP(received, stored, nodes);
 };
 
 /// app_checkpoint: the host's ranks `ranks` saved `step` (files `rank-R` under the attempt's

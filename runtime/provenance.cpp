@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/provenance.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <set>
+#include <tuple>
 #include <cstdio>
 #include <sys/wait.h>
 
@@ -24,6 +28,58 @@ std::string trimmed(std::string s) {
 }
 
 } // namespace
+
+std::string share_schedule_of(std::vector<metric_point> points, int32_t workers) {
+  if (workers < 1)
+    return "";
+  std::stable_sort(points.begin(), points.end(), [](const metric_point& a, const metric_point& b) {
+    return std::make_tuple(a.attempt, a.step, a.ts_ms) < std::make_tuple(b.attempt, b.step, b.ts_ms);
+  });
+  // rank → step → rows; a later attempt replaces the timeline from its first step on.
+  std::vector<std::map<int64_t, int>> by_rank(static_cast<size_t>(workers));
+  for (size_t i = 0; i < points.size();) {
+    auto attempt = points[i].attempt;
+    auto first = points[i].step;
+    for (auto& t : by_rank)
+      t.erase(t.lower_bound(first), t.end());
+    for (; i < points.size() && points[i].attempt == attempt; ++i) {
+      auto& p = points[i];
+      if (p.rank >= 0 && p.rank < workers && p.value >= 1 && p.value <= 1e9)
+        by_rank[static_cast<size_t>(p.rank)][p.step] = static_cast<int>(p.value);
+    }
+  }
+  std::set<int64_t> steps;
+  for (auto& t : by_rank)
+    for (auto& [step, rows] : t)
+      steps.insert(step);
+  std::string out, last;
+  bool uneven = false;
+  int batch = -1; // the first complete split's total: every entry must add up to it
+  for (auto step : steps) {
+    std::string entry;
+    int total = 0;
+    std::vector<int> rows;
+    for (auto& t : by_rank) {
+      auto it = t.upper_bound(step);
+      if (it == t.begin())
+        return ""; // a worker without a share yet: nothing sound to replay
+      rows.push_back(std::prev(it)->second);
+      total += rows.back();
+      entry += (entry.empty() ? "" : "/") + std::to_string(rows.back());
+    }
+    if (batch < 0)
+      batch = total;
+    if (total != batch)
+      continue; // mid-change: some workers' new shares, others' old ones
+    for (int r : rows)
+      uneven = uneven || std::abs(r - rows.front()) > 1;
+    if (entry == last)
+      continue;
+    out += (out.empty() ? "" : ";") + std::to_string(step) + ":" + entry;
+    last = entry;
+  }
+  return uneven ? out : "";
+}
 
 std::string sha256_hex(const std::string& data) {
   unsigned char md[SHA256_DIGEST_LENGTH];

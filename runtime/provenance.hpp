@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/job.hpp"
+
 namespace monkey {
 
 using provenance_map = std::map<std::string, std::string>;
@@ -28,6 +30,14 @@ provenance_map collect_provenance(const std::string& workdir,
 /// uncommitted changes, no git tree any more, another Monkey or Python version.
 std::vector<std::string> provenance_changes(const provenance_map& then,
                                             const provenance_map& now);
+
+/// The split a run recorded (an app's `share` points: each worker's rows from the step of
+/// the point on) as the schedule "STEP:R0/R1/...;STEP:..." that replays it (fmnist's
+/// `shares` parameter). A retried run's timeline is its newest attempt's from that attempt's
+/// first point on, the earlier attempts' before; every entry adds up to the first one's
+/// total (the batch). "" when nothing is recorded, a worker's share is missing, or the run
+/// kept equal shares throughout.
+std::string share_schedule_of(std::vector<metric_point> points, int32_t workers);
 
 /// SHA-256 of `data` as 64 hex digits.
 std::string sha256_hex(const std::string& data);

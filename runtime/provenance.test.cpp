@@ -71,3 +71,36 @@ TEST_CASE("sha256 of known inputs", "[provenance]") {
   CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
+
+TEST_CASE("a run's recorded shares become the schedule that replays them", "[provenance]") {
+  auto point = [](int32_t attempt, int64_t step, int32_t rank, double rows, int64_t ts) {
+    metric_point p;
+    p.attempt = attempt;
+    p.step = step;
+    p.rank = rank;
+    p.value = rows;
+    p.ts_ms = ts;
+    p.key = "share";
+    return p;
+  };
+  // Equal at the start, then the devices' speed at step 0 (later), then two rebalances.
+  std::vector<metric_point> pts = {
+    point(1, 0, 0, 128, 1), point(1, 0, 1, 128, 1), point(1, 0, 1, 85, 5),
+    point(1, 0, 0, 171, 5), point(1, 23, 0, 150, 9), point(1, 23, 1, 106, 9),
+    point(1, 43, 1, 100, 12), point(1, 43, 0, 156, 12)};
+  CHECK(share_schedule_of(pts, 2) == "0:171/85;23:150/106;43:156/100");
+  // A retry resumed at step 30 and rebalanced otherwise: its timeline from 30 on.
+  auto retried = pts;
+  retried.push_back(point(2, 30, 0, 150, 20));
+  retried.push_back(point(2, 30, 1, 106, 20));
+  retried.push_back(point(2, 50, 0, 140, 25));
+  retried.push_back(point(2, 50, 1, 116, 25));
+  CHECK(share_schedule_of(retried, 2) == "0:171/85;23:150/106;50:140/116");
+  // Equal shares throughout (3 workers, 256 rows: 86/85/85): nothing to replay.
+  CHECK(share_schedule_of({point(1, 0, 0, 86, 1), point(1, 0, 1, 85, 1), point(1, 0, 2, 85, 1)},
+                          3)
+          .empty());
+  // A worker never reported: nothing sound to replay.
+  CHECK(share_schedule_of({point(1, 0, 0, 200, 1)}, 2).empty());
+  CHECK(share_schedule_of({}, 2).empty());
+}

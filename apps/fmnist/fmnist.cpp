@@ -109,6 +109,7 @@ struct run_config {
   double target = 0;
   uint64_t seed = 0;
   std::vector<int> sizes; ///< the model's layers
+  share_schedule replay;  ///< `shares=`: recorded shares replayed (no split by speed then)
 };
 
 monkey::expected<run_config> read_config(const monkey::app::context& ctx) {
@@ -147,6 +148,13 @@ monkey::expected<run_config> read_config(const monkey::app::context& ctx) {
   c.sizes = {image_pixels};
   c.sizes.insert(c.sizes.end(), hidden->begin(), hidden->end());
   c.sizes.push_back(classes);
+  if (auto [replay, err] = share_schedule::parse(ctx.param("shares"), c.batch, c.workers);
+      !err.empty()) {
+    return monkey::failure{err};
+  } else if (!replay.empty()) {
+    c.replay = std::move(replay);
+    c.by_speed = false;
+  }
   if (c.ps && static_cast<uint64_t>(c.servers) > param_count(c.sizes))
     return monkey::failure{"servers=" + std::to_string(c.servers) + " is more than the model's "
                            + std::to_string(param_count(c.sizes)) + " parameters"};
@@ -279,7 +287,10 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
       st->reply_hdr.emplace_back(monkey::app::dtype::f64, reply_fields + static_cast<size_t>(W));
     st->pushed.assign(static_cast<size_t>(cfg.servers), 0);
   }
-  int max_rows = std::max(cfg.by_speed ? batch : st->shares[static_cast<size_t>(rank)], 1000);
+  int max_rows = std::max(cfg.by_speed || !cfg.replay.empty()
+                            ? batch
+                            : st->shares[static_cast<size_t>(rank)],
+                          1000);
   st->model = std::make_unique<mlp>(*st->dev, cfg.sizes, max_rows, st->exchange.f32() + st->stats,
                                     cfg.ps ? st->weights.f32() : nullptr);
   st->model->init(cfg.seed);
@@ -315,6 +326,8 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
   }
   if (st->split)
     st->shares = st->split->shares();
+  if (!cfg.replay.empty())
+    st->shares = cfg.replay.at(st->step);
   if (st->step > 0) {
     ctx.log("resumed at step " + std::to_string(st->step) + " (epoch "
             + std::to_string(st->step / st->steps_per_epoch) + ")");
@@ -331,7 +344,10 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
                     : "")
           + ", MLP " + ctx.param("hidden") + " (" + std::to_string(st->model->params())
           + " parameters) on " + st->dev->name()
-          + (st->dev->gpu() ? "" : " (" + why_cpu + ")") + ", split=" + ctx.param("split")
+          + (st->dev->gpu() ? "" : " (" + why_cpu + ")")
+          + (cfg.replay.empty() ? ", split=" + ctx.param("split")
+                                : ", recorded shares replayed ("
+                                    + std::to_string(cfg.replay.changes()) + " entries)")
           + " (" + shares_text(st->shares) + " of each batch of " + std::to_string(batch) + ")"
           + (ctx.device_gflops() > 0
                ? ", device " + std::to_string(static_cast<int>(ctx.device_gflops())) + " GFLOP/s"
@@ -449,7 +465,15 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
     st->epoch_loss += loss;
     st->epoch_steps += 1;
     st->step += 1;
-    if (st->split && !cfg.async && st->split->observe(computes)) {
+    if (!cfg.replay.empty()) {
+      if (auto next = cfg.replay.at(st->step); next != st->shares) {
+        st->shares = std::move(next);
+        ctx.report(st->step, {{"share", static_cast<double>(st->shares[static_cast<size_t>(rank)])}});
+        if (rank == 0)
+          ctx.log("step " + std::to_string(st->step) + ": shares " + shares_text(st->shares)
+                  + " as recorded");
+      }
+    } else if (st->split && !cfg.async && st->split->observe(computes)) {
       st->shares = st->split->shares();
       ctx.report(st->step, {{"share", static_cast<double>(st->shares[static_cast<size_t>(rank)])}});
       if (rank == 0)
@@ -724,6 +748,10 @@ monkey::app::definition define() {
   app.choice_param("split", "speed", {"speed", "equal"},
                    "speed: each worker's rows of the global batch follow its measured compute "
                    "speed; equal: the same rows for every worker");
+  app.string_param("shares", "",
+                   "replay recorded shares: STEP:ROWS/ROWS/...;STEP:... (what `monkey "
+                   "reproduce` passes from a run's share points; none: split as `split` says)")
+    .pattern("[0-9:/;]*", "STEP:ROWS/ROWS/... entries separated by ';' (e.g. 0:171/85;20:150/106)");
   app.float_param("target_accuracy", 0, 0, 1,
                   "stop once the test accuracy reaches this (0: never); time_to_target_s");
   app.string_param("throttle", "", "RANK:FACTOR slows that worker's compute FACTOR times")

@@ -125,6 +125,69 @@ bool speed_split::observe(const std::vector<double>& compute_s) {
   return true;
 }
 
+std::pair<share_schedule, std::string> share_schedule::parse(const std::string& text, int batch,
+                                                             int workers) {
+  share_schedule out;
+  out.batch_ = batch;
+  out.workers_ = workers;
+  size_t start = 0;
+  while (start < text.size()) {
+    auto end = text.find(';', start);
+    if (end == std::string::npos)
+      end = text.size();
+    auto entry = text.substr(start, end - start);
+    start = end + 1;
+    auto bad = [&](const std::string& why) {
+      return std::make_pair(share_schedule{}, "shares: '" + entry + "': " + why);
+    };
+    auto colon = entry.find(':');
+    if (colon == std::string::npos || colon == 0)
+      return bad("expected STEP:ROWS/ROWS/...");
+    int64_t step = 0;
+    for (size_t i = 0; i < colon; ++i) {
+      if (entry[i] < '0' || entry[i] > '9' || step > (int64_t{1} << 40))
+        return bad("the step is not a number");
+      step = step * 10 + (entry[i] - '0');
+    }
+    if (!out.entries_.empty() && step <= out.entries_.back().first)
+      return bad("steps must rise from entry to entry");
+    std::vector<int> rows;
+    size_t p = colon + 1;
+    while (p <= entry.size()) {
+      auto slash = entry.find('/', p);
+      if (slash == std::string::npos)
+        slash = entry.size();
+      auto part = entry.substr(p, slash - p);
+      if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos)
+        return bad("'" + part + "' is not a row count");
+      rows.push_back(std::stoi(part));
+      p = slash + 1;
+    }
+    if (static_cast<int>(rows.size()) != workers)
+      return bad(std::to_string(rows.size()) + " shares for " + std::to_string(workers)
+                 + " workers");
+    int total = 0;
+    for (int r : rows) {
+      if (r < 1)
+        return bad("every worker needs a row");
+      total += r;
+    }
+    if (total != batch)
+      return bad("the shares add up to " + std::to_string(total) + ", not the batch of "
+                 + std::to_string(batch));
+    out.entries_.emplace_back(step, std::move(rows));
+  }
+  return {std::move(out), std::string{}};
+}
+
+std::vector<int> share_schedule::at(int64_t step) const {
+  const std::vector<int>* found = nullptr;
+  for (auto& [from, rows] : entries_)
+    if (from <= step)
+      found = &rows;
+  return found ? *found : equal_shares(batch_, workers_);
+}
+
 std::vector<int32_t> ps_layout::hosted_by(int32_t r) const {
   std::vector<int32_t> out;
   for (int32_t s = 0; s < servers; ++s)

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace monkey::fmnist {
@@ -56,6 +57,26 @@ private:
   std::vector<double> speed_;          ///< per worker, smoothed over the windows
   int seen_ = 0;
   int warmup_ = 0;
+};
+
+/// Recorded shares replayed (`--set shares=STEP:R/R/...;STEP:...`, what `monkey reproduce`
+/// passes from a run's `share` points): from each STEP on, the workers get those rows; steps
+/// before the first entry get equal shares. No measured speed moves them.
+class share_schedule {
+public:
+  /// Parses `text` for `workers` workers and a global batch of `batch` rows; the failure
+  /// names the entry that is wrong (steps not rising, a share count other than the
+  /// workers', shares not adding up to the batch, a worker without a row).
+  static std::pair<share_schedule, std::string> parse(const std::string& text, int batch,
+                                                      int workers);
+  bool empty() const { return entries_.empty(); }
+  /// The shares of `step`.
+  std::vector<int> at(int64_t step) const;
+  size_t changes() const { return entries_.size(); }
+
+private:
+  int batch_ = 0, workers_ = 0;
+  std::vector<std::pair<int64_t, std::vector<int>>> entries_; ///< by rising step
 };
 
 /// Where the shards live and how they are updated.

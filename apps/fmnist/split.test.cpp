@@ -91,3 +91,27 @@ TEST_CASE("parameter server shards cover the parameters once; colocated servers 
   CHECK(l.hosted_by(0).empty());
   CHECK(l.hosted_by(5) == std::vector<int32_t>{2});
 }
+
+TEST_CASE("recorded shares replay by step, and a wrong schedule is named", "[fmnist][split]") {
+  auto [s, err] = share_schedule::parse("0:171/85;20:150/106;60:128/128", 256, 2);
+  REQUIRE(err.empty());
+  CHECK(s.changes() == 3);
+  CHECK(s.at(0) == std::vector<int>{171, 85});
+  CHECK(s.at(19) == std::vector<int>{171, 85});
+  CHECK(s.at(20) == std::vector<int>{150, 106});
+  CHECK(s.at(59) == std::vector<int>{150, 106});
+  CHECK(s.at(1000) == std::vector<int>{128, 128});
+  auto [late, e2] = share_schedule::parse("5:200/56", 256, 2);
+  REQUIRE(e2.empty());
+  CHECK(late.at(4) == equal_shares(256, 2)); // before the first entry: equal
+  CHECK(late.at(5) == std::vector<int>{200, 56});
+  auto error_of = [](const std::string& text) { return share_schedule::parse(text, 256, 2).second; };
+  CHECK(error_of("0:171/85;0:150/106").find("steps must rise") != std::string::npos);
+  CHECK(error_of("0:171/85/0").find("3 shares for 2 workers") != std::string::npos);
+  CHECK(error_of("0:171/84").find("add up to 255, not the batch of 256") != std::string::npos);
+  CHECK(error_of("0:256/0").find("every worker needs a row") != std::string::npos);
+  CHECK(error_of("x:128/128").find("the step is not a number") != std::string::npos);
+  CHECK(error_of("0:128/").find("'' is not a row count") != std::string::npos);
+  CHECK(error_of("128/128").find("expected STEP:ROWS") != std::string::npos);
+  CHECK(share_schedule::parse("", 256, 2).first.empty());
+}

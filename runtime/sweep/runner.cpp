@@ -205,63 +205,51 @@ status runner::reconcile() {
   return {};
 }
 
-status runner::follow(trial_row& row, const trial_job& job) {
-  auto points = cluster_.series(job.id, spec_.metric.name);
-  if (!points)
-    return failure{points.error()};
-  bool superseded = false;
-  for (auto& [step, v] : *points) {
-    if (step <= row.seen)
-      continue;
-    row.seen = step;
-    row.steps += 1;
-    if (row.why.empty()) {
-      auto d = opt_->observe(row.n, step, v);
-      if (d == verdict::stop) {
-        row.why = "stopped by " + spec_.algorithm.name + " at " + spec_.algorithm.resource + " "
-                  + std::to_string(step) + " (" + spec_.metric.name + " " + number_text(v) + ")";
-        log("trial " + std::to_string(row.n) + ": " + row.why);
-        if (!is_final(job.state))
-          if (auto ok = cluster_.stop(job.id); !ok)
-            log("trial " + std::to_string(row.n) + ": stop: " + ok.error());
-      } else if (d == verdict::exploit && d.from >= 0
-                 && static_cast<size_t>(d.from) < rows_.size()) {
-        // PBT: this job ends; the trial goes on from the donor's newest checkpoint.
-        auto from = rows_[static_cast<size_t>(d.from)].job;
-        auto seg = row.segment + 1;
-        log("trial " + std::to_string(row.n) + ": exploits trial " + std::to_string(d.from)
-            + " at " + spec_.algorithm.resource + " " + std::to_string(step) + ": "
-            + assignment_text(d.params));
-        if (!is_final(job.state))
-          (void) cluster_.stop(job.id);
-        row.params = d.params;
-        row.segment = seg;
-        row.from = from;
-        row.job.clear();
-        changed(); // the continuation is named before it exists
-        auto id = cluster_.submit(job_for(row.n, d.params, seg, from), key_for(row.n, seg));
-        if (!id)
-          return failure{id.error()}; // the next round's reconcile finds it, or submits again
-        row.job = *id;
-        row.seen = -1;
-        superseded = true;
-        break;
-      }
-    }
+bool runner::take_point(trial_row& row, const trial_job& job, int64_t step, double v) {
+  row.seen = step;
+  row.steps += 1;
+  if (!row.why.empty())
+    return false;
+  auto d = opt_->observe(row.n, step, v);
+  if (d == verdict::stop) {
+    row.why = "stopped by " + spec_.algorithm.name + " at " + spec_.algorithm.resource + " "
+              + std::to_string(step) + " (" + spec_.metric.name + " " + number_text(v) + ")";
+    log("trial " + std::to_string(row.n) + ": " + row.why);
+    if (!is_final(job.state))
+      if (auto ok = cluster_.stop(job.id); !ok)
+        log("trial " + std::to_string(row.n) + ": stop: " + ok.error());
+    return false;
   }
-  auto value = value_of(spec_.metric, *points);
-  if (!superseded && value)
+  if (d != verdict::exploit || d.from < 0 || static_cast<size_t>(d.from) >= rows_.size())
+    return false;
+  // PBT: this job ends; the trial goes on from the donor's newest checkpoint.
+  auto from = rows_[static_cast<size_t>(d.from)].job;
+  auto seg = row.segment + 1;
+  log("trial " + std::to_string(row.n) + ": exploits trial " + std::to_string(d.from) + " at "
+      + spec_.algorithm.resource + " " + std::to_string(step) + ": " + assignment_text(d.params));
+  if (!is_final(job.state))
+    (void) cluster_.stop(job.id);
+  row.params = d.params;
+  row.segment = seg;
+  row.from = from;
+  row.job.clear(); // submitted by the caller; named before it exists
+  row.seen = -1;
+  return true;
+}
+
+void runner::settle(trial_row& row, const trial_job& job,
+                    const std::vector<std::pair<int64_t, double>>& points) {
+  if (auto value = value_of(spec_.metric, points))
     row.value = value;
-  if (!superseded && is_final(job.state)) {
-    row.ended = true;
-    row.end = to_string(job.state);
-    bool counts = job.state == job_state::succeeded || job.state == job_state::stopped
-                  || (job.state == job_state::cancelled && !stopping_.empty());
-    opt_->finish(row.n, counts ? row.value : std::nullopt);
-    log("trial " + std::to_string(row.n) + " ended " + row.end
-        + (row.value ? ": " + spec_.metric.name + " " + number_text(*row.value) : std::string{}));
-  }
-  return {};
+  if (!is_final(job.state))
+    return;
+  row.ended = true;
+  row.end = to_string(job.state);
+  bool counts = job.state == job_state::succeeded || job.state == job_state::stopped
+                || (job.state == job_state::cancelled && !stopping_.empty());
+  opt_->finish(row.n, counts ? row.value : std::nullopt);
+  log("trial " + std::to_string(row.n) + " ended " + row.end
+      + (row.value ? ": " + spec_.metric.name + " " + number_text(*row.value) : std::string{}));
 }
 
 status runner::start_more() {
@@ -316,18 +304,61 @@ status runner::round(int64_t now_ms) {
   std::map<std::string, const trial_job*> by_id;
   for (auto& j : *jobs)
     by_id[j.id] = &j;
-  bool any = false;
+  // The new points of every followed trial go to the optimizer by step across the trials
+  // (then by trial number), as they came about: a driver that fell behind (a busy node, a
+  // slow answer, an adoption) decides as it would have live, rather than taking in one
+  // trial's whole run before the next trial's first step.
+  struct followed {
+    trial_row* row;
+    const trial_job* job;
+    std::vector<std::pair<int64_t, double>> points;
+    size_t next = 0;
+    bool superseded = false;
+  };
+  std::vector<followed> todo;
   for (auto& row : rows_) {
     if (row.ended)
       continue;
     auto it = by_id.find(row.job);
     if (it == by_id.end())
       continue; // submitted, not listed yet
-    auto before = std::make_tuple(row.seen, row.ended, row.job);
-    if (auto ok = follow(row, *it->second); !ok)
-      return ok;
-    any = any || before != std::make_tuple(row.seen, row.ended, row.job);
+    auto points = cluster_.series(row.job, spec_.metric.name);
+    if (!points)
+      return failure{points.error()};
+    followed f{&row, it->second, std::move(*points)};
+    while (f.next < f.points.size() && f.points[f.next].first <= row.seen)
+      ++f.next;
+    todo.push_back(std::move(f));
   }
+  bool any = false;
+  for (;;) {
+    followed* first = nullptr;
+    for (auto& f : todo)
+      if (!f.superseded && f.next < f.points.size()
+          && (!first || f.points[f.next].first < first->points[first->next].first))
+        first = &f;
+    if (!first)
+      break;
+    auto [step, v] = first->points[first->next++];
+    any = true;
+    if (!take_point(*first->row, *first->job, step, v))
+      continue;
+    // An exploit: the trial goes on as a new job (its later points are the old job's).
+    first->superseded = true;
+    auto& row = *first->row;
+    changed();
+    auto id = cluster_.submit(job_for(row.n, row.params, row.segment, row.from),
+                              key_for(row.n, row.segment));
+    if (!id)
+      return failure{id.error()}; // the next round's reconcile finds it, or submits again
+    row.job = *id;
+  }
+  for (auto& f : todo)
+    if (!f.superseded) {
+      auto was = f.row->ended;
+      settle(*f.row, *f.job, f.points);
+      any = any || was != f.row->ended;
+    }
   if (any)
     changed();
   return start_more();

@@ -120,7 +120,12 @@ private:
   std::string key_for(int64_t n, int32_t segment) const;
   /// A job's parameters without the sweep's fixed ones (trial.params): what was searched.
   assignment searched(assignment params) const;
-  status follow(trial_row& row, const trial_job& job);
+  /// One new point of `row`'s job: the optimizer's verdict acted on. True when it exploits
+  /// (the row then names the continuation to submit).
+  bool take_point(trial_row& row, const trial_job& job, int64_t step, double v);
+  /// After its new points: the row's value, and its end when its job is final.
+  void settle(trial_row& row, const trial_job& job,
+              const std::vector<std::pair<int64_t, double>>& points);
   status start_more();
   bool better(double a, double b) const;
 

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -299,6 +300,45 @@ parallel: 4
   CHECK(members.size() == 4);
   for (auto& row : r.trials())
     CHECK(row.ended);
+}
+
+TEST_CASE("a driver that falls behind takes the trials' points in step order: PBT still "
+          "exploits",
+          "[sweep][runner]") {
+  // The trials run whole between two rounds (a busy node, a slow answer, an adoption): fed
+  // trial by trial, the first trial's every point would be ranked before any other trial
+  // had one, and no member would ever be in the bottom quantile.
+  fake_cluster c;
+  c.max_t = 12;
+  auto spec = spec_of(R"(
+name: p
+trial: {command: [train, "{x}"]}
+space: {x: {type: uniform, low: 0, high: 1}}
+metric: {name: acc}
+algorithm: {name: pbt, seed: 5, population: 4, interval: 3, quantile: 0.25, max_t: 12}
+budget: {trials: 4}
+parallel: 4
+)");
+  runner r(spec, "P", "/tmp", std::move(*make_optimizer(spec)), c);
+  std::vector<std::string> lines;
+  r.on_log = [&](const std::string& l) { lines.push_back(l); };
+  int64_t now = 1000;
+  for (int round = 0; round < 40 && !r.where().finished; ++round) {
+    REQUIRE(r.round(now));
+    for (int t = 0; t < 12; ++t)
+      c.tick();
+    now += 100;
+  }
+  REQUIRE(r.where().finished);
+  int exploits = 0;
+  for (auto& l : lines)
+    exploits += l.find("exploits trial") != std::string::npos;
+  CHECK(exploits > 0);
+  // The first exploit came at the first interval, as it would have live.
+  auto first = std::find_if(lines.begin(), lines.end(),
+                            [](auto& l) { return l.find("exploits trial") != std::string::npos; });
+  REQUIRE(first != lines.end());
+  CHECK(first->find(" at step 3:") != std::string::npos);
 }
 
 TEST_CASE("a trial's value is its last point, or its best with use: best", "[sweep][runner]") {

@@ -77,5 +77,36 @@ def code_changes_are_named(c):
           in nodiff.stderr, nodiff.stderr)
 
 
+def fmnist_split_by_speed_replayed(c):
+    """fmnist over two workers with split=speed and one worker throttled: the shares move
+    with the measured step times (differently from run to run), and are recorded as `share`
+    points. `reproduce` gives the new run the same shares at the same steps (`shares=`), so
+    its losses equal the original's at every step."""
+    c.start("n1", "--cpus", "2")
+    job = c.submit("--app", "fmnist", "--workers", "2", "--set", "strategy=allreduce",
+                   "--set", "hidden=32", "--set", "epochs=1", "--set", "throttle=1:3",
+                   "--seed", "11", "--wait")
+    shares = [p for p in points_of(c, job, "share")]
+    check(len({p["step"] for p in shares}) >= 2, f"the split moved during the run: {shares}")
+    r = c.monkey("reproduce", job, "--wait", "--json", timeout=300)
+    out = json.loads(r.stdout)
+    check(out["state"] == "succeeded" and out.get("replayed_shares"), out)
+    check("the shares of each batch the original recorded" in r.stderr, r.stderr)
+    for key in ("loss", "train_loss", "test_accuracy"):
+        check(out["metrics"][key]["equal"] and out["metrics"][key]["points"] > 0,
+              f"{key}: {out['metrics'][key]}")
+    again = {(p["step"], p["rank"]): p["value"] for p in points_of(c, out["id"], "share")}
+    first = {}
+    for p in sorted(shares, key=lambda p: (p["step"], p.get("ts_ms", 0))):
+        first[(p["step"], p["rank"])] = p["value"]
+    last_of = lambda d, rank: [v for (s, r), v in sorted(d.items()) if r == rank][-1]
+    check(all(last_of(again, r) == last_of(first, r) for r in (0, 1)),
+          f"the same final split: {first} vs {again}")
+
+
+def points_of(c, job, key):
+    return json.loads(c.monkey("show", job, "--metric", key, "--json").stdout)["series"]
+
+
 if __name__ == "__main__":
-    run(fmnist_metrics_equal, code_changes_are_named)
+    run(fmnist_metrics_equal, code_changes_are_named, fmnist_split_by_speed_replayed)

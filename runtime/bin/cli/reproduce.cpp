@@ -86,6 +86,18 @@ int run_reproduce(context& ctx, const reproduce_options& o) {
                          "reproduction runs from the start");
       break;
     }
+  // An app that split its work by measured speed recorded the split (`share` points): it
+  // gets the same split again (fmnist's `shares`), or its results could not repeat.
+  std::string replayed;
+  if (!spec.app.empty() && !spec.params.count("shares")) {
+    id_request q{rec.id.str()};
+    q.metric = "share";
+    if (auto shares = (*c)->call<show_reply>(verb::show, q); shares && !shares->series.empty()) {
+      replayed = share_schedule_of(shares->series, spec.workers);
+      if (!replayed.empty())
+        spec.params["shares"] = replayed;
+    }
+  }
   auto old_build = spec.app_build;
   spec.app_build.clear(); // chosen again at submit: the nodes' build of the app now
   spec.extra_ranks = 0;   // set again at submit from the app's schema
@@ -101,6 +113,13 @@ int run_reproduce(context& ctx, const reproduce_options& o) {
   if (!rec.attempts.empty())
     spec.provenance["original_node"] = rec.attempts.back().id.node.str();
   json out{{"original", rec.id.str()}};
+  if (!replayed.empty()) {
+    out["replayed_shares"] = replayed;
+    std::fprintf(stderr, "monkey: reproduce: the workers get the shares of each batch the "
+                         "original recorded (shares=%s)\n",
+                 replayed.size() > 120 ? (replayed.substr(0, 117) + "...").c_str()
+                                       : replayed.c_str());
+  }
   if (o.dry_run) {
     for (auto& w : warnings)
       std::fprintf(stderr, "monkey: reproduce: warning: %s\n", w.c_str());

@@ -105,6 +105,16 @@ budget: {trials: 12}
 parallel: 3
 )";
 
+const char* pbt_yaml = R"(
+name: p
+trial: {command: [train, "{x}"]}
+space: {x: {type: uniform, low: 0, high: 1}}
+metric: {name: acc}
+algorithm: {name: pbt, seed: 5, population: 4, interval: 3, quantile: 0.25, max_t: 12}
+budget: {trials: 4}
+parallel: 4
+)";
+
 /// Runs rounds (a tick of the cluster after each) until the sweep is finished.
 int run_to_end(runner& r, fake_cluster& c, int64_t& now, int limit = 400) {
   int rounds = 0;
@@ -271,15 +281,7 @@ TEST_CASE("PBT's exploit continues a trial from its donor's checkpoint as a new 
           "[sweep][runner]") {
   fake_cluster c;
   c.max_t = 12;
-  auto spec = spec_of(R"(
-name: p
-trial: {command: [train, "{x}"]}
-space: {x: {type: uniform, low: 0, high: 1}}
-metric: {name: acc}
-algorithm: {name: pbt, seed: 5, population: 4, interval: 3, quantile: 0.25, max_t: 12}
-budget: {trials: 4}
-parallel: 4
-)");
+  auto spec = spec_of(pbt_yaml);
   runner r(spec, "P", "/tmp", std::move(*make_optimizer(spec)), c);
   int64_t now = 1000;
   run_to_end(r, c, now);
@@ -310,15 +312,7 @@ TEST_CASE("a driver that falls behind takes the trials' points in step order: PB
   // had one, and no member would ever be in the bottom quantile.
   fake_cluster c;
   c.max_t = 12;
-  auto spec = spec_of(R"(
-name: p
-trial: {command: [train, "{x}"]}
-space: {x: {type: uniform, low: 0, high: 1}}
-metric: {name: acc}
-algorithm: {name: pbt, seed: 5, population: 4, interval: 3, quantile: 0.25, max_t: 12}
-budget: {trials: 4}
-parallel: 4
-)");
+  auto spec = spec_of(pbt_yaml);
   runner r(spec, "P", "/tmp", std::move(*make_optimizer(spec)), c);
   std::vector<std::string> lines;
   r.on_log = [&](const std::string& l) { lines.push_back(l); };

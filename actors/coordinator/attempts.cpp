@@ -414,9 +414,13 @@ worker_args worker_args_for(const coordinator_state& st, const job_record& rec,
   w.ckpt.capture = rec.spec.app.empty();
   if (!rec.spec.ship.empty()) {
     w.ship = rec.spec.ship;
-    w.ship_dir = st.cfg.data_dir + "/scratch/" + rec.id.str() + "-" + std::to_string(at.number);
+    w.ship_dir = scratch_dir(st, rec.id, at.number);
   }
   return w;
+}
+
+std::string scratch_dir(const coordinator_state& st, const job_id& id, int32_t attempt) {
+  return st.cfg.data_dir + "/scratch/" + id.str() + "-" + std::to_string(attempt);
 }
 
 std::string checkpoint_dir(const coordinator_state& st, const job_id& id, int32_t attempt) {

@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <dirent.h>
+#include <filesystem>
 #include <ftw.h>
 
 #include "actors/coordinator/anti_entropy.hpp"
@@ -102,6 +103,30 @@ size_t kill_cgroup_leftovers(const coordinator_state& st) {
   return killed;
 }
 
+/// Scratch directories of attempts that no longer run here (a crash or a kill -9 ended
+/// them before their worker could remove them): removed; returns how many.
+size_t remove_scratch_leftovers(const coordinator_state& st) {
+  std::set<std::string> keep;
+  for (auto& [id, run] : st.running)
+    if (auto* rec = st.book.owned(id); rec && !rec->attempts.empty())
+      keep.insert(scratch_dir(st, id, rec->attempts.back().number));
+  auto dir = st.cfg.data_dir + "/scratch";
+  std::vector<std::string> gone;
+  if (auto* d = ::opendir(dir.c_str())) {
+    while (auto* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name != "." && name != ".." && !keep.count(dir + "/" + name))
+        gone.push_back(dir + "/" + name);
+    }
+    ::closedir(d);
+  }
+  for (auto& path : gone) {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  return gone.size();
+}
+
 } // namespace
 
 void recover(coordinator_actor* self, record_list& recs) {
@@ -143,6 +168,9 @@ void recover(coordinator_actor* self, record_list& recs) {
     st.book.own(std::move(rec));
   }
   killed += kill_cgroup_leftovers(st);
+  if (auto n = remove_scratch_leftovers(st))
+    st.log->info("removed {} scratch director{} of attempts that no longer run here", n,
+                 n == 1 ? "y" : "ies");
   st.log->info("recovered {} jobs from the journal: {} lost attempts requeued or ended, {} "
                "leftover processes killed, {} running attempts re-adopted; {} replicas of "
                "other owners' jobs; {} jobs wait to hear from the cluster",

@@ -350,6 +350,8 @@ size_t void_attempt(coordinator_actor* self, const job_id& id, const std::string
 void spawn_worker_for(coordinator_actor* self, const job_id& id, worker_args args);
 /// MONKEY_CHECKPOINT_DIR of attempt `attempt` of `id` on this node.
 std::string checkpoint_dir(const coordinator_state& st, const job_id& id, int32_t attempt);
+/// Where an attempt's shipped files are unpacked on this node (docs/shipping.md).
+std::string scratch_dir(const coordinator_state& st, const job_id& id, int32_t attempt);
 worker_args worker_args_for(const coordinator_state& st, const job_record& rec,
                             const attempt_record& at);
 size_t fence_jobs(coordinator_actor* self, const std::string& why);

@@ -59,6 +59,7 @@ TEST_CASE("a sweep file: the trial, the space in order, the metric, the algorith
   CHECK(s->budget.max_t == 9);
   CHECK(s->parallel == 4);
   CHECK(s->ship);
+  CHECK(s->data.empty());
   auto app = parse_sweep_text(R"(trial: {app: fmnist, workers: 2, params: {epochs: 3}, cpus: 1}
 space: {lr: {type: loguniform, low: 0.001, high: 0.5}}
 metric: {name: test_accuracy, goal: maximize, use: best}
@@ -119,6 +120,11 @@ TEST_CASE("a bad sweep file is refused naming the line and the field", "[runtime
   CHECK_THAT(error_of("trial: [oops\n"), Catch::Contains("s.yaml:2:1: syntax:"));
   CHECK_THAT(error_of("trials: 3\n"), Catch::Contains("s.yaml:1:1: trials: unknown field (known: name, trial"));
   CHECK_THAT(parse_sweep_file("/nonexistent/s.yaml").error(), Catch::Contains("cannot open the sweep file"));
+  CHECK_THAT(with("  x: {type: uniform, low: 0, high: 1}\n", "ship: false\ndata: [d]\n"),
+             Catch::Contains("s.yaml:5:7: data: ship: false says the nodes share the paths"));
+  CHECK_THAT(error_of("trial: {app: fmnist}\nspace: {x: {type: uniform, low: 0, high: 1}}\n"
+                      "metric: {name: acc}\nbudget: {trials: 2}\ndata: d\n"),
+             Catch::Contains("s.yaml:5:7: data: app trials ship nothing"));
 }
 
 TEST_CASE("drawing from a space: seeded, in range, conditional parameters only where they "

@@ -255,6 +255,7 @@ sweep_spec parse_root(const reader& r, const YAML::Node& root) {
                             + reader::kind(root));
   sweep_spec s;
   bool has_trial = false, has_space = false, has_metric = false;
+  YAML::Node data_node;
   YAML::Node budget_node;
   bool has_budget = false;
   for (auto it = root.begin(); it != root.end(); ++it) {
@@ -317,15 +318,25 @@ sweep_spec parse_root(const reader& r, const YAML::Node& root) {
       if (b != "true" && b != "false")
         r.fail(v, key, "true or false, not '" + b + "'");
       s.ship = b == "true";
+    } else if (key == "data") {
+      data_node = v;
+      s.data = v.IsScalar() ? std::vector<std::string>{v.Scalar()} : r.string_list(v, key);
+      for (size_t i = 0; i < s.data.size(); ++i)
+        if (s.data[i].empty())
+          r.fail(v.IsSequence() ? v[i] : v, key, "an empty path");
     } else if (key == "retries") {
       s.retries = static_cast<int32_t>(r.integer(v, key, 0, 100));
     } else {
       r.fail(it->first, key, "unknown field (known: name, trial, space, metric, algorithm, "
-                             "budget, parallel, ship, retries)");
+                             "budget, parallel, ship, data, retries)");
     }
   }
   if (!has_trial)
     r.fail(root, "trial", "missing (what each trial runs: a command or an app)");
+  if (!s.data.empty() && (!s.ship || s.trial.command.empty()))
+    r.fail(data_node, "data", s.trial.command.empty()
+                           ? "app trials ship nothing (the app is installed on each node)"
+                           : "ship: false says the nodes share the paths: ship nothing");
   if (!has_space)
     r.fail(root, "space", "missing (the parameters to search)");
   if (!has_metric)

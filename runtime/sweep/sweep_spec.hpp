@@ -78,6 +78,7 @@ struct sweep_spec {
   budget_spec budget;
   int32_t parallel = 1;
   bool ship = true;       ///< ship the working directory to the trials' nodes
+  std::vector<std::string> data; ///< data paths shipped too (docs/shipping.md)
   int32_t retries = 0;    ///< a failed trial's job retries before it counts as failed
 };
 

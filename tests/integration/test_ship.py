@@ -191,9 +191,31 @@ def bad_shipping_is_refused_with_the_reason(c):
           f"a spec file ships: {r.stderr}")
 
 
-TRIAL = """import sys, time
+def scratch_of_a_killed_node_is_removed(c):
+    """kill -9 of a node while a shipped job runs leaves its scratch directory behind; the
+    node removes it when it starts again (the attempt is requeued: a new one unpacks
+    afresh)."""
+    c.start("n1", "--cpus", "2")
+    root, _ = project(c)
+    r = monkey_in(c, root, "submit", "--ship-workdir", "--", "python3", "-c",
+                  "import time; time.sleep(120)")
+    job = r.stdout.strip().splitlines()[-1]
+    scratch = os.path.join(c.nodes["n1"]["data"], "scratch")
+    first = os.path.join(scratch, f"{job}-1")
+    wait_until(lambda: os.path.isdir(os.path.join(first, "work", "lib")), 30,
+               "the first attempt's scratch directory")
+    c.kill9("n1")
+    check(os.path.isdir(first), "kill -9 left the scratch directory")
+    c.start("n1", "--cpus", "2")
+    wait_until(lambda: not os.path.exists(first), 30, "the leftover scratch directory to go")
+    log = open(os.path.join(c.nodes["n1"]["data"], "runtime.log"), errors="replace").read()
+    check("removed 1 scratch directory of attempts that no longer run here" in log,
+          "the node says so")
+
+
+TRIAL = """import os, sys, time
 from lib.helper import score
-x = float(sys.argv[1])
+x = float(sys.argv[1]) * float(open(os.path.join(os.environ["MONKEY_DATA_DIR"], "ext", "k.txt")).read())
 for step in range(1, 4):
     time.sleep(0.1)
     print(f"MONKEY_METRIC step={step} acc={score(x) * step:.6f}", flush=True)
@@ -201,10 +223,14 @@ for step in range(1, 4):
 
 
 def sweep_ships_its_directory(c):
-    """`ship: true` (the default): `sweep start` ships the directory it ran in once, and
-    every trial, wherever it runs, imports its code from the shipped copy (the directory is
-    gone by the time they run)."""
+    """`ship: true` (the default): `sweep start` ships the directory it ran in once, and a
+    data folder outside it (`data:`), and every trial, wherever it runs, imports its code
+    from the shipped copy and reads the data there (both are gone by the time they run)."""
     nodes_up(c, 3)
+    ext = os.path.join(tempfile.mkdtemp(dir=c.home, prefix="sweepdata-"), "ext")
+    os.makedirs(ext)
+    with open(os.path.join(ext, "k.txt"), "w") as f:
+        f.write("1.0\n")
     root = tempfile.mkdtemp(dir=c.home, prefix="sweep-")
     os.makedirs(os.path.join(root, "lib"))
     with open(os.path.join(root, "lib", "__init__.py"), "w") as f:
@@ -222,11 +248,13 @@ metric: {name: acc, goal: maximize}
 algorithm: {name: random, seed: 3}
 budget: {trials: 6}
 parallel: 3
-""")
+data: [{ext}]
+""".replace("{ext}", ext))
     r = monkey_in(c, root, "sweep", "start", "sweep.yaml")
     sweep = r.stdout.strip().splitlines()[0]
-    check("stored as bundle" in r.stderr, r.stderr)
+    check(r.stderr.count("stored as bundle") == 2, r.stderr)
     shutil.rmtree(root)
+    shutil.rmtree(ext)
     status = wait_until(lambda: (lambda s: s if s["state"] in ("succeeded", "failed") else None)(
         json.loads(c.monkey("sweep", "status", sweep, "--json").stdout)), 180, "the sweep")
     check(status["state"] == "succeeded", f"the sweep finished: {status}")
@@ -238,4 +266,5 @@ parallel: 3
 
 if __name__ == "__main__":
     run(workdir_and_data_run_elsewhere, bundle_outlives_the_node_it_was_sent_to,
-        bad_shipping_is_refused_with_the_reason, sweep_ships_its_directory)
+        bad_shipping_is_refused_with_the_reason, scratch_of_a_killed_node_is_removed,
+        sweep_ships_its_directory)

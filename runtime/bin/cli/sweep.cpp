@@ -292,6 +292,7 @@ int start_sweep(context& ctx, const std::string& path, bool wait) {
     // needs none of it (docs/shipping.md).
     ship_request what;
     what.workdir = true;
+    what.data = file->spec.data;
     auto shipped = ship_files(ctx, spec.workdir, what);
     if (!shipped)
       return fail("sweep start: " + shipped.error() + " (`ship: false` in the sweep file runs "

@@ -262,6 +262,8 @@ data: [{ext}]
     check(len(trials) == 6 and all(t["state"] == "succeeded" for t in trials),
           f"every trial ran from the shipped copy: {trials}")
     check(len({t["ran_on"] for t in trials}) >= 2, "trials ran on more than one node")
+    best = c.monkey("sweep", "best", sweep).stdout
+    check("its shipped directory" in best and "monkey reproduce " in best, best)
 
 
 if __name__ == "__main__":

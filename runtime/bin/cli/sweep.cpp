@@ -434,15 +434,19 @@ int status_sweep(context& ctx, const std::string& id, bool best_only) {
     if (ctx.g.json) {
       std::cout << json{{"trial", best->n},          {"job", best->job->id.str()},
                         {"value", *best->value},     {"metric", v->spec.metric.name},
-                        {"params", a},               {"command", again}}
+                        {"params", a},               {"command", again},
+                        {"reproduce", "monkey reproduce " + best->job->id.str()}}
                      .dump(2)
                 << "\n";
       return 0;
     }
-    std::printf("best trial %d (job %s): %s %s\n  %s\nrun it again:\n  %s\n", best->n,
-                best->job->id.short_str().c_str(), v->spec.metric.name.c_str(),
+    std::printf("best trial %d (job %s): %s %s\n  %s\nrun it again:\n  %s\nor exactly as it "
+                "ran (its seed%s):\n  monkey reproduce %s\n",
+                best->n, best->job->id.short_str().c_str(), v->spec.metric.name.c_str(),
                 num(best->value).c_str(), sweep::assignment_text(a).c_str(),
-                (v->spec.trial.app.empty() ? "monkey submit -- " + again : again).c_str());
+                (v->spec.trial.app.empty() ? "monkey submit -- " + again : again).c_str(),
+                v->spec.ship && v->spec.trial.app.empty() ? ", its shipped directory" : "",
+                best->job->id.str().c_str());
     return 0;
   }
   if (ctx.g.json) {
@@ -512,8 +516,9 @@ verb_def add_sweep(CLI::App& app) {
   auto* status = s->add_subcommand("status", "a sweep's trials: state, parameters, last and "
                                              "best value of the metric; the best so far");
   status->add_option("ID", o->id, "the sweep (its id, or a unique suffix)")->required();
-  auto* best = s->add_subcommand("best", "a sweep's best trial: its parameters and the "
-                                         "command that runs it again");
+  auto* best = s->add_subcommand("best", "a sweep's best trial: its parameters, the command "
+                                         "that runs it again, and the `monkey reproduce` "
+                                         "that repeats it exactly");
   best->add_option("ID", o->id, "the sweep")->required();
   auto* stop = s->add_subcommand("stop", "stop a sweep: its running trials end stopped, no "
                                          "more start");

@@ -4,7 +4,8 @@
 # (784-512-256-10, global batch 256, SGD lr 0.05 momentum 0.9, one BLAS thread per worker)
 # on a local 2-node Monkey cluster, every strategy on 1 worker, `allreduce`, `ps-sync` and
 # `ps-async` (2 servers, colocated) on 2 workers, and the heterogeneous case (worker 1
-# throttled to half speed: split=speed against split=equal), against
+# throttled to half speed: split=speed against split=equal, with allreduce and ps-async),
+# against
 # PyTorch (python3-torch: one process, and DistributedDataParallel over gloo with 2
 # processes; one thread per process; the same model, data, batch and optimizer), plus the
 # compute bound (GEMM FLOP/s ÷ FLOPs per sample, bench of fmnist_train with 1 thread).
@@ -74,6 +75,9 @@ ps2=(--set servers=2)
   echo "-- heterogeneous: worker 1 throttled to half speed (allreduce, 2 workers)"
   monkey_run hetero-speed 2 "$epochs" 0 --set strategy=allreduce --set throttle=1:2 --set split=speed
   monkey_run hetero-equal 2 "$epochs" 0 --set strategy=allreduce --set throttle=1:2 --set split=equal
+  echo "-- heterogeneous: the same with ps-async (2 servers, colocated, staleness 4)"
+  monkey_run hetero-async-speed 2 "$epochs" 0 --set strategy=ps-async "${ps2[@]}" --set throttle=1:2 --set split=speed
+  monkey_run hetero-async-equal 2 "$epochs" 0 --set strategy=ps-async "${ps2[@]}" --set throttle=1:2 --set split=equal
   echo "-- time to 85 % test accuracy (at most 10 epochs)"
   monkey_run single 1 10 0.85 --set strategy=single
   "$py" "$root/bench/ddp_fmnist.py" 1 10 0.85 | grep '^train'
@@ -88,7 +92,7 @@ import re, sys
 lines = open(sys.argv[1]).read().splitlines()
 bound = next((float(m.group(1)) for l in lines if (m := re.search(r"bound_samples_per_s=(\d+)", l))), None)
 rows = [dict(kv.split("=") for kv in l.split()[1:] if "=" in kv) for l in lines if l.startswith("train impl=")]
-thr, ttt = rows[:11], rows[11:]
+thr, ttt = rows[:13], rows[13:]
 def rate(rs, impl, workers):
     return next(float(r["samples_per_s"]) for r in rs if r["impl"] == impl and r["workers"] == str(workers))
 def time(rs, impl, workers):
@@ -105,6 +109,8 @@ for s in ("allreduce", "ps-sync", "ps-async"):
           + ("   (goal >= 1.3)" if s == "allreduce" else ""))
 print(f"  heterogeneous (worker 1 at half speed): split=speed / split=equal = "
       f"{rate(thr, 'monkey-hetero-speed', 2) / rate(thr, 'monkey-hetero-equal', 2):.2f}   (goal >= 1.3)")
+print(f"  the same with ps-async: split=speed / split=equal = "
+      f"{rate(thr, 'monkey-hetero-async-speed', 2) / rate(thr, 'monkey-hetero-async-equal', 2):.2f}")
 for a, w, b in (("monkey-single", 1, "pytorch"), ("monkey-allreduce", 2, "pytorch-ddp"),
                 ("monkey-ps-sync", 2, "pytorch-ddp"), ("monkey-ps-async", 2, "pytorch-ddp")):
     ta, tb = time(ttt, a, w), time(ttt, b, w)

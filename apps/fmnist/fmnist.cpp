@@ -174,6 +174,8 @@ ps_settings server_settings(const run_config& c) {
   s.lr = c.lr;
   s.momentum = c.momentum;
   s.weight_decay = c.wd;
+  s.batch = c.batch;
+  s.split_by_speed = c.async && c.by_speed && c.replay.empty();
   return s;
 }
 
@@ -181,6 +183,7 @@ ps_settings server_settings(const run_config& c) {
 /// its servers sent its shard of that step.
 struct pending_checkpoint {
   bool reached = false;
+  std::vector<int> shares; ///< the shares of its step (ps-async may be past it when it is saved)
   std::map<int32_t, std::string> shards;
 };
 
@@ -203,6 +206,7 @@ struct rank_state {
   int64_t steps_per_epoch = 0;
   std::vector<int> shares; ///< every worker's rows of each global batch
   std::unique_ptr<speed_split> split;
+  int64_t shares_from = -1; ///< ps-async: the step the servers' latest shares applied from
   std::map<uint64_t, int> pending; ///< data plane op → layer (allreduce) or server (ps)
   bool ready = false;    ///< the start's exchanges are done: training runs
   tensor speeds;         ///< split=speed: every worker's device GFLOP/s, summed at the start
@@ -284,7 +288,7 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
     for (int32_t s = 0; s < cfg.servers; ++s)
       st->push_hdrs.emplace_back(monkey::app::dtype::f64, push_fields);
     for (int32_t s = 0; s < cfg.servers; ++s)
-      st->reply_hdr.emplace_back(monkey::app::dtype::f64, reply_fields + static_cast<size_t>(W));
+      st->reply_hdr.emplace_back(monkey::app::dtype::f64, reply_length(W));
     st->pushed.assign(static_cast<size_t>(cfg.servers), 0);
   }
   int max_rows = std::max(cfg.by_speed || !cfg.replay.empty()
@@ -355,10 +359,11 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
           + (slow > 1 ? ", throttled " + number_text(slow) + "x" : ""));
   ctx.report(st->step, {{"share", static_cast<double>(st->shares[static_cast<size_t>(rank)])}});
 
-  auto write_checkpoint = [=](int64_t step, std::map<int32_t, std::string> shards) {
+  auto write_checkpoint = [=](int64_t step, std::map<int32_t, std::string> shards,
+                              std::vector<int> shares) {
     saved_model m;
     m.step = step;
-    m.shares = st->shares;
+    m.shares = std::move(shares);
     if (rank == 0 && !cfg.ps)
       m.state = st->model->save();
     m.shards = std::move(shards);
@@ -371,7 +376,7 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
   auto flush_checkpoints = [=] {
     for (auto it = st->checkpoints.begin(); it != st->checkpoints.end();) {
       if (it->second.reached && it->second.shards.size() == st->hosted.size()) {
-        write_checkpoint(it->first, std::move(it->second.shards));
+        write_checkpoint(it->first, std::move(it->second.shards), std::move(it->second.shares));
         it = st->checkpoints.erase(it);
       } else {
         ++it;
@@ -379,7 +384,9 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
     }
   };
   auto save = [=] {
-    st->checkpoints[st->step].reached = true;
+    auto& c = st->checkpoints[st->step];
+    c.reached = true;
+    c.shares = st->shares;
     flush_checkpoints();
   };
   // The end of training: a worker that runs servers waits for them (the other workers may
@@ -473,7 +480,25 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
           ctx.log("step " + std::to_string(st->step) + ": shares " + shares_text(st->shares)
                   + " as recorded");
       }
-    } else if (st->split && !cfg.async && st->split->observe(computes)) {
+    } else if (st->split && cfg.async) {
+      // The server of shard 0 decides; its replies carry the shares and their first step.
+      auto from = static_cast<int64_t>(f64(st->reply_hdr[0])[r_shares_from]);
+      if (from > st->shares_from && from <= st->step) {
+        if (from < st->step)
+          return fail("the servers' new shares apply from step " + std::to_string(from)
+                      + ", which this worker passed (it is at step " + std::to_string(st->step)
+                      + ")");
+        st->shares_from = from;
+        const double* next = f64(st->reply_hdr[0]) + reply_fields + W;
+        for (int32_t w = 0; w < W; ++w)
+          st->shares[static_cast<size_t>(w)] = static_cast<int>(next[w]);
+        st->split->resume(st->shares);
+        ctx.report(st->step, {{"share", static_cast<double>(st->shares[static_cast<size_t>(rank)])}});
+        if (rank == 0)
+          ctx.log("step " + std::to_string(st->step) + ": shares " + shares_text(st->shares)
+                  + " by the workers' measured speed");
+      }
+    } else if (st->split && st->split->observe(computes)) {
       st->shares = st->split->shares();
       ctx.report(st->step, {{"share", static_cast<double>(st->shares[static_cast<size_t>(rank)])}});
       if (rank == 0)

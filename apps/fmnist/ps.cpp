@@ -48,6 +48,7 @@ struct server_state {
     int32_t worker;
   };
   std::map<uint64_t, op> pending;
+  std::unique_ptr<async_split> split; ///< ps-async, split=speed, on shard 0's server
 };
 
 } // namespace
@@ -101,7 +102,7 @@ caf::behavior ps_server(caf::event_based_actor* self, monkey::app::context ctx, 
     for (size_t w = 0; w < n; ++w) {
       sh.grads.push_back(tensor::f32(sh.at.count));
       sh.push_hdr.emplace_back(dp::dtype::f64, push_fields);
-      sh.reply_hdr.emplace_back(dp::dtype::f64, reply_fields + n);
+      sh.reply_hdr.emplace_back(dp::dtype::f64, reply_length(W));
       if (L.async)
         sh.reply_copy.push_back(tensor::f32(sh.at.count));
     }
@@ -115,6 +116,10 @@ caf::behavior ps_server(caf::event_based_actor* self, monkey::app::context ctx, 
   }
   init.clear();
   init.shrink_to_fit();
+  if (L.async && cfg.split_by_speed && W > 1)
+    for (auto& sh : st->shards)
+      if (sh.s == 0)
+        st->split = std::make_unique<async_split>(cfg.batch, W);
   ctx.log("parameter server" + std::string(L.async ? " (async, staleness " : " (sync")
           + (L.async ? std::to_string(L.staleness) + ")" : ")") + " of shard(s)"
           + [&] {
@@ -148,6 +153,12 @@ caf::behavior ps_server(caf::event_based_actor* self, monkey::app::context ctx, 
     }
     for (size_t v = 0; v < static_cast<size_t>(W); ++v)
       h[reply_fields + v] = sh.compute[v];
+    h[r_shares_from] = -1;
+    if (st->split && sh.s == 0 && st->split->from() >= 0) {
+      h[r_shares_from] = static_cast<double>(st->split->from());
+      for (size_t v = 0; v < static_cast<size_t>(W); ++v)
+        h[reply_fields + static_cast<size_t>(W) + v] = st->split->shares()[v];
+    }
     tensor body = sh.params;
     if (L.async) {
       std::memcpy(sh.reply_copy[uw].data(), sh.params.data(), sh.at.count * sizeof(float));
@@ -265,6 +276,8 @@ caf::behavior ps_server(caf::event_based_actor* self, monkey::app::context ctx, 
     int flags = static_cast<int>(h[p_flags]);
     if (flags & flag_done) {
       sh.done[uw] = 1;
+      if (st->split && sh.s == 0)
+        st->split->ended(w);
     } else {
       if (static_cast<int64_t>(h[p_step]) != sh.pushes[uw])
         return fail("worker " + std::to_string(w) + " pushed step "
@@ -276,6 +289,11 @@ caf::behavior ps_server(caf::event_based_actor* self, monkey::app::context ctx, 
       sh.pushes[uw] += 1;
       sh.compute[uw] = h[p_compute];
       sh.samples += h[p_rows];
+      if (st->split && sh.s == 0
+          && st->split->pushed(w, static_cast<int64_t>(h[p_step]), h[p_compute],
+                               static_cast<int>(h[p_rows])))
+        ctx.log("step " + std::to_string(st->split->from()) + " on: shares "
+                + shares_text(st->split->shares()) + " by the workers' measured speed");
       sh.stop = sh.stop || (flags & flag_stop);
       if (flags & flag_ckpt)
         sh.snapshot_at.insert(sh.pushes[uw]);

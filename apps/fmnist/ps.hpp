@@ -13,8 +13,10 @@
 // Every frame is a data plane tensor between a worker and a server, under a tag that names
 // the shard: a push is a header (float64: step, flags, loss, correct, compute time, rows)
 // and the shard's gradients; a reply a header (float64: step, flags, the time the reply
-// was held by the staleness bound, the step's loss and correct, samples so far, every
-// worker's compute time) and the shard's parameters. A server first answers every worker
+// was held by the staleness bound, the step's loss and correct, samples so far, the step
+// new shares apply from, every worker's compute time, the shares) and the shard's
+// parameters. In ps-async with split=speed the server of shard 0 decides the shares
+// (async_split) and every reply of shard 0 carries the latest. A server first answers every worker
 // with its parameters (the start, or the checkpoint's), so workers never hold parameters
 // the servers did not send.
 
@@ -47,8 +49,22 @@ inline uint32_t ps_tag_for(ps_tag t, int32_t shard) {
 
 /// The push header's fields (float64).
 enum push_field { p_step, p_flags, p_loss, p_correct, p_compute, p_rows, push_fields };
-/// The reply header's fields (float64); then every worker's compute time.
-enum reply_field { r_step, r_flags, r_held, r_loss, r_correct, r_samples, reply_fields };
+/// The reply header's fields (float64); then every worker's compute time, then (ps-async
+/// with split=speed) the shares that apply from step `r_shares_from` (-1: none yet).
+enum reply_field {
+  r_step,
+  r_flags,
+  r_held,
+  r_loss,
+  r_correct,
+  r_samples,
+  r_shares_from,
+  reply_fields
+};
+/// The reply header's length for `workers` workers.
+inline size_t reply_length(int32_t workers) {
+  return reply_fields + 2 * static_cast<size_t>(workers);
+}
 /// Flags of a push (and, `stop`, of a reply).
 enum ps_flag : int {
   flag_stop = 1,  ///< rank 0 reached the target accuracy: every worker stops after this step
@@ -84,6 +100,8 @@ struct ps_settings {
   std::vector<int> sizes; ///< the model's layers (its initial parameters)
   uint64_t seed = 0;
   float lr = 0.05f, momentum = 0.9f, weight_decay = 0;
+  int batch = 0;           ///< the global batch
+  bool split_by_speed = false; ///< ps-async: shard 0's server decides the shares (async_split)
 };
 
 /// The actor of rank ctx.rank()'s servers (a dedicated server rank's entry, or the actor a

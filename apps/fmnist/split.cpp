@@ -125,6 +125,55 @@ bool speed_split::observe(const std::vector<double>& compute_s) {
   return true;
 }
 
+async_split::async_split(int batch, int workers, int every, double tolerance, int warmup)
+  : batch_(batch), workers_(std::max(workers, 1)), every_(every), warmup_(warmup),
+    tolerance_(tolerance), last_(static_cast<size_t>(std::max(workers, 1)), -1) {}
+
+bool async_split::pushed(int w, int64_t step, double compute_s, int rows) {
+  if (over_ || w < 0 || w >= workers_)
+    return false;
+  auto uw = static_cast<size_t>(w);
+  last_[uw] = std::max(last_[uw], step);
+  auto& t = steps_[step];
+  if (t.compute.empty()) {
+    t.compute.assign(static_cast<size_t>(workers_), 0.0);
+    t.rows.assign(static_cast<size_t>(workers_), -1);
+  }
+  if (t.rows[uw] < 0)
+    t.have += 1;
+  t.compute[uw] = compute_s;
+  t.rows[uw] = rows;
+  bool changed = false;
+  while (!steps_.empty() && steps_.begin()->second.have == workers_) {
+    auto s = steps_.begin()->first;
+    auto times = std::move(steps_.begin()->second);
+    steps_.erase(steps_.begin());
+    if (s < from_) // computed with the shares before the change
+      continue;
+    if (!split_) {
+      split_ = std::make_unique<speed_split>(
+        batch_, std::vector<double>(static_cast<size_t>(workers_), 0.0), every_, tolerance_,
+        warmup_);
+      split_->resume(times.rows);
+      shares_ = split_->shares();
+    }
+    if (times.rows != split_->shares()) // not the rows it knows (a resumed run): go on from them
+      split_->resume(times.rows);
+    if (split_->observe(times.compute)) {
+      from_ = *std::max_element(last_.begin(), last_.end()) + 2;
+      shares_ = split_->shares();
+      changed = true; // steps before from_ are the old shares': skipped once complete
+    }
+  }
+  return changed;
+}
+
+void async_split::ended(int w) {
+  (void)w;
+  over_ = true;
+  steps_.clear();
+}
+
 std::pair<share_schedule, std::string> share_schedule::parse(const std::string& text, int batch,
                                                              int workers) {
   share_schedule out;

@@ -9,6 +9,8 @@
 // Plain C++: no CAF (split.test.cpp).
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,6 +59,42 @@ private:
   std::vector<double> speed_;          ///< per worker, smoothed over the windows
   int seen_ = 0;
   int warmup_ = 0;
+};
+
+/// ps-async's split by speed, decided by the server of shard 0 (docs/fmnist.md, "The
+/// pseudo-homogeneous split"). Its workers are never at the same step, so a step's compute
+/// times count once every worker has pushed that step (in step order: the same decisions
+/// for the same pushes), and new shares apply from a step no worker has started yet: the
+/// latest step pushed + 2 (a worker that pushed step p may already compute p + 1 from an
+/// earlier reply; every worker hears of the change in the replies to its pushes before it
+/// gets there). Steps pushed before a change applies are not counted (their rows are the
+/// old shares'), so one change is in flight at a time.
+class async_split {
+public:
+  async_split(int batch, int workers, int every = 20, double tolerance = 0.1, int warmup = 3);
+  /// Worker `w` pushed `step`, computed on `rows` rows in `compute_s`. True when this made
+  /// new shares (from(), shares()).
+  bool pushed(int w, int64_t step, double compute_s, int rows);
+  /// Worker `w` ended: its later steps never come, so nothing more is decided.
+  void ended(int w);
+  /// The step the latest shares apply from; -1 before any change.
+  int64_t from() const { return from_; }
+  const std::vector<int>& shares() const { return shares_; }
+
+private:
+  int batch_, workers_, every_, warmup_;
+  double tolerance_;
+  std::unique_ptr<speed_split> split_; ///< made from the first step every worker pushed
+  struct step_times {
+    std::vector<double> compute;
+    std::vector<int> rows;
+    int have = 0;
+  };
+  std::map<int64_t, step_times> steps_;
+  std::vector<int64_t> last_; ///< per worker, its latest step pushed (-1: none)
+  int64_t from_ = -1;
+  std::vector<int> shares_;
+  bool over_ = false;
 };
 
 /// Recorded shares replayed (`--set shares=STEP:R/R/...;STEP:...`, what `monkey reproduce`

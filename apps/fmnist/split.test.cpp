@@ -64,6 +64,77 @@ TEST_CASE("the speed split follows measured step times: a worker twice as slow g
   CHECK(gpu.shares() == std::vector<int>{192, 64});
 }
 
+TEST_CASE("ps-async's split counts a step once every worker pushed it and changes shares "
+          "from a step no worker has started",
+          "[fmnist][split]") {
+  // 2 workers, batch 300, window of 4 steps, no warm-up; worker 1 takes twice as long.
+  async_split sp(300, 2, 4, 0.1, 0);
+  CHECK(sp.from() == -1);
+  // Worker 0 runs 3 steps ahead: nothing counts before worker 1 pushed the same steps.
+  for (int64_t s = 0; s < 3; ++s)
+    CHECK_FALSE(sp.pushed(0, s, 0.010, 150));
+  for (int64_t s = 0; s < 3; ++s)
+    CHECK_FALSE(sp.pushed(1, s, 0.020, 150));
+  CHECK_FALSE(sp.pushed(0, 3, 0.010, 150));
+  CHECK_FALSE(sp.pushed(0, 4, 0.010, 150));
+  CHECK_FALSE(sp.pushed(0, 5, 0.010, 150));
+  // Step 3 complete: the window of 4 is full. Worker 0 pushed step 5 (and may compute 6):
+  // the new shares apply from step 7.
+  CHECK(sp.pushed(1, 3, 0.020, 150));
+  CHECK(sp.from() == 7);
+  CHECK(sp.shares() == std::vector<int>{200, 100});
+  // Steps 4–6 were computed with the old shares: they never count. From 7 on, equal times
+  // with the new rows move nothing.
+  for (int64_t s = 4; s < 40; ++s) {
+    CHECK_FALSE(sp.pushed(0, s + 2, 0.0133, s + 2 < 7 ? 150 : 200));
+    CHECK_FALSE(sp.pushed(1, s, s < 7 ? 0.020 : 0.0133, s < 7 ? 150 : 100));
+  }
+  CHECK(sp.from() == 7);
+  // Now worker 0 slows to 4x worker 1's time per row: a second change when the window
+  // ends at step 42, from the latest step pushed (42) + 2; the speeds are smoothed with
+  // the windows before (half weight), so worker 0 gives up rows but keeps more than half.
+  bool changed = false;
+  for (int64_t s = 40; s < 44 && !changed; ++s) {
+    sp.pushed(0, s, 0.080, 200);
+    changed = sp.pushed(1, s, 0.010, 100);
+  }
+  CHECK(changed);
+  CHECK(sp.from() == 44);
+  CHECK(sp.shares() == std::vector<int>{156, 144});
+  CHECK(sum(sp.shares()) == 300);
+  // Once a worker ended nothing more is decided.
+  sp.ended(1);
+  for (int64_t s = 44; s < 80; ++s)
+    CHECK_FALSE(sp.pushed(0, s, 1.0, sp.shares()[0]));
+  CHECK(sp.from() == 44);
+  // Workers at different distances give the same shares: a step's time follows its rows
+  // (worker 2 three times as slow per row), whichever worker runs ahead.
+  auto run = [](int lead) {
+    async_split x(256, 3, 5, 0.1, 1);
+    auto rows_of = [&x](int64_t s, int w) {
+      return x.from() >= 0 && s >= x.from() ? x.shares()[static_cast<size_t>(w)]
+                                             : equal_shares(256, 3)[static_cast<size_t>(w)];
+    };
+    auto push = [&](int w, int64_t s) {
+      int rows = rows_of(s, w);
+      return x.pushed(w, s, rows * (w == 2 ? 3e-4 : 1e-4), rows);
+    };
+    int changes = 0;
+    for (int64_t s = 0; s < 60; ++s) {
+      for (int64_t k = s == 0 ? 0 : lead; k <= lead; ++k) // worker 0 `lead` steps ahead
+        changes += push(0, s + k);
+      changes += push(1, s);
+      changes += push(2, s);
+    }
+    CHECK(changes == 1); // then the step times are equal: nothing more moves
+    return x.shares();
+  };
+  auto even = run(0);
+  CHECK(even == std::vector<int>{110, 110, 36});
+  CHECK(run(1) == even);
+  CHECK(run(3) == even);
+}
+
 TEST_CASE("parameter server shards cover the parameters once; colocated servers go round "
           "the workers, dedicated ones follow them", "[fmnist][split]") {
   ps_layout l;

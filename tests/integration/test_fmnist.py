@@ -125,6 +125,26 @@ def throttled_worker_gets_less(c):
     check(shares == {128}, f"split=equal keeps half each: {shares}")
 
 
+def ps_async_throttled_worker_gets_less(c):
+    """ps-async with split=speed and worker 1 throttled 3x: the server of shard 0 follows
+    the pushes' compute times and both workers switch to its shares at the same step (the
+    rows of a step never overlap or go missing), the throttled one's shrinking."""
+    nodes_up(c, 2)
+    job = c.submit("--app", "fmnist", "--workers", "2", "--cpus", "2", "--set", "epochs=1",
+                   "--set", "hidden=256", "--set", "strategy=ps-async", "--set", "staleness=3",
+                   "--set", "throttle=1:3", "--seed", "5")
+    check(c.wait_final(job, 180)["state"] == "succeeded", "trained")
+    share = {r: {p["step"]: p["value"] for p in points(c, job, "share") if p["rank"] == r}
+             for r in (0, 1)}
+    check(share[0].keys() == share[1].keys(), f"both switch at the same steps: {share}")
+    check(all(share[0][s] + share[1][s] == 256 for s in share[0]),
+          f"every step's rows add up to the batch: {share}")
+    later = [share[1][s] for s in sorted(share[1])][1:]
+    check(later and sorted(later)[len(later) // 2] < 100,
+          f"the throttled worker computes fewer rows: {share}")
+    check(final_accuracy(c, job) >= 0.70, f"learned: {final_accuracy(c, job)}")
+
+
 def target_accuracy_stops_early(c):
     """--set target_accuracy=0.8: the run ends once the test accuracy reaches it (every rank
     stops after the same step), well before its 10 epochs, with time_to_target_s."""
@@ -217,5 +237,6 @@ def ps_resumes_after_kill9(c):
 
 if __name__ == "__main__":
     run(strategies_learn, ps_strategies_learn, training_is_deterministic,
-        throttled_worker_gets_less, target_accuracy_stops_early, bad_parameters_are_refused,
+        throttled_worker_gets_less, ps_async_throttled_worker_gets_less,
+        target_accuracy_stops_early, bad_parameters_are_refused,
         resumes_after_kill9, ps_resumes_after_kill9)

@@ -1,18 +1,23 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Issue #13's sweep benchmark, side by side in one run: the same PyTorch training
-(bench/sweep_trial.py: an MLP on Fashion-MNIST, one thread, EPOCHS epochs, test accuracy
-after each) searched over the same space (lr, momentum, hidden size, batch size) with the
-same number of trials, trials in parallel and seeds by
+"""Issue #13's sweep benchmark, side by side in one run, on two objectives (OBJECTIVE: torch,
+fmnist or both): the same training — `torch`: a PyTorch script (bench/sweep_trial.py: an
+MLP on Fashion-MNIST, one thread, EPOCHS epochs, test accuracy after each); `fmnist`:
+Monkey's own fmnist app (strategy single, one BLAS thread, its test_accuracy per epoch) —
+searched over the same space (lr, momentum, hidden size, batch size) with the same number
+of trials, trials in parallel and seeds by
   - Monkey `random`, `tpe` and `asha` sweeps on a local 2-node cluster (1 CPU each), the
-    trials as command jobs;
-  - Optuna 3.1 (python3-optuna) TPE, unpruned and with its median pruner, running the same
-    command in `parallel` threads (n_jobs) and reading the same metric lines.
+    trials as command jobs (`torch`) or app jobs (`fmnist`: ASHA counts epochs through the
+    app's `epoch` metric, resource_metric, as the batch sets the steps of an epoch);
+  - Optuna 3.1 (python3-optuna) TPE, unpruned and with its median pruner, in `parallel`
+    threads (n_jobs), each trial running the same training as a process and reading its
+    per-epoch accuracy: the same script (`torch`), or fmnist_train (`fmnist`: the app's
+    model, data, batch order and optimizer in one process without a cluster).
 Prints per method the median over the seeds of the best test accuracy reached and of the
 wall time, the accuracy-vs-time curve (best so far, sampled), the time Monkey ASHA needs to
 reach Optuna TPE's best accuracy as a share of Optuna TPE's wall time (goal: <= 0.5), and
 the optimizer's overhead per trial (suggest + observe) with 1,000 finished trials, Monkey's
 TPE (bench/tpe_overhead) against Optuna's (ask + tell).
-  python3 bench/sweep_vs_optuna.py BIN_DIR [SEEDS] [TRIALS] [EPOCHS] [PARALLEL]"""
+  python3 bench/sweep_vs_optuna.py BIN_DIR [SEEDS] [TRIALS] [EPOCHS] [PARALLEL] [OBJECTIVE]"""
 import json
 import os
 import statistics
@@ -29,6 +34,10 @@ SEEDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 TRIALS = int(sys.argv[3]) if len(sys.argv) > 3 else 10
 EPOCHS = int(sys.argv[4]) if len(sys.argv) > 4 else 9
 PARALLEL = int(sys.argv[5]) if len(sys.argv) > 5 else 2
+OBJECTIVE = sys.argv[6] if len(sys.argv) > 6 else "both"
+if OBJECTIVE not in ("torch", "fmnist", "both"):
+    sys.exit(f"OBJECTIVE is torch, fmnist or both, not {OBJECTIVE}")
+OBJECTIVES = ["torch", "fmnist"] if OBJECTIVE == "both" else [OBJECTIVE]
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRIAL = os.path.join(HERE, "sweep_trial.py")
 PY = "/usr/bin/python3"
@@ -42,21 +51,30 @@ def monkey(*args, timeout=1800):
     return r
 
 
-def monkey_sweep(algorithm, seed, work):
+def monkey_sweep(algorithm, seed, work, objective):
+    by_epoch = ", resource: epoch, resource_metric: epoch" if objective == "fmnist" else ""
     algo = {"random": f"{{name: random, seed: {seed}}}",
             "tpe": f"{{name: tpe, seed: {seed}, startup: 4}}",
             "asha": f"{{name: asha, seed: {seed}, reduction_factor: 3, grace: 1, "
-                    f"max_t: {EPOCHS}}}"}[algorithm]
-    path = os.path.join(work, f"{algorithm}-{seed}.yaml")
+                    f"max_t: {EPOCHS}{by_epoch}}}"}[algorithm]
+    if objective == "fmnist":
+        trial = (f"{{app: fmnist, params: {{strategy: single, epochs: {EPOCHS}, "
+                 f"seed: {seed}}}}}")
+        metric = "test_accuracy"
+    else:
+        trial = (f"{{command: [{PY}, {TRIAL}, \"{{lr}}\", \"{{momentum}}\", \"{{hidden}}\", "
+                 f"\"{{batch}}\", \"{EPOCHS}\", \"{seed}\"]}}")
+        metric = "acc"
+    path = os.path.join(work, f"{objective}-{algorithm}-{seed}.yaml")
     with open(path, "w") as f:
-        f.write(f"""name: {algorithm}-{seed}
-trial: {{command: [{PY}, {TRIAL}, "{{lr}}", "{{momentum}}", "{{hidden}}", "{{batch}}", "{EPOCHS}", "{seed}"]}}
+        f.write(f"""name: {objective}-{algorithm}-{seed}
+trial: {trial}
 space:
   lr: {{type: loguniform, low: 0.001, high: 0.5}}
   momentum: {{type: uniform, low: 0, high: 0.95}}
   hidden: {{type: choice, values: [32, 64, 128, 256]}}
   batch: {{type: choice, values: [64, 128, 256]}}
-metric: {{name: acc, goal: maximize}}
+metric: {{name: {metric}, goal: maximize}}
 algorithm: {algo}
 budget: {{trials: {TRIALS}}}
 parallel: {PARALLEL}
@@ -69,12 +87,37 @@ ship: false
     status = json.loads(monkey("sweep", "status", sweep, "--json").stdout)
     points = []
     for t in status["trials"]:
-        series = json.loads(monkey("show", t["job"], "--metric", "acc", "--json").stdout)["series"]
+        series = json.loads(monkey("show", t["job"], "--metric", metric, "--json").stdout)["series"]
         points += [((p["ts_ms"] - start_ms) / 1000.0, p["value"]) for p in series]
     return wall, sorted(points)
 
 
-def optuna_sweep(pruned, seed):
+def trial_command(objective, lr, momentum, hidden, batch, seed):
+    """The training one Optuna trial runs, and how to read (epoch, accuracy) off a line."""
+    if objective == "fmnist":
+        return ([os.path.join(BIN, "fmnist_train"), "--epochs", str(EPOCHS), "--hidden",
+                 str(hidden), "--batch", str(batch), "--lr", f"{lr:.6g}", "--momentum",
+                 f"{momentum:.6g}", "--seed", str(seed), "--threads", "1", "--bound", "off"],
+                fmnist_line)
+    return ([PY, TRIAL, f"{lr:.6g}", f"{momentum:.6g}", str(hidden), str(batch), str(EPOCHS),
+             str(seed)], metric_line)
+
+
+def metric_line(line):
+    if not line.startswith("MONKEY_METRIC"):
+        return None
+    kv = dict(p.split("=") for p in line.split()[1:])
+    return int(kv["step"]), float(kv["acc"])
+
+
+def fmnist_line(line):  # "epoch 3: train loss 0.41, test accuracy 0.8529, 0.5 s"
+    if not line.startswith("epoch ") or "test accuracy" not in line:
+        return None
+    return (int(line.split()[1].rstrip(":")),
+            float(line.split("test accuracy")[1].split(",")[0]))
+
+
+def optuna_sweep(pruned, seed, training):
     sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=4)
     pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0) if pruned \
         else optuna.pruners.NopPruner()
@@ -86,16 +129,16 @@ def optuna_sweep(pruned, seed):
         momentum = trial.suggest_float("momentum", 0.0, 0.95)
         hidden = trial.suggest_categorical("hidden", [32, 64, 128, 256])
         batch = trial.suggest_categorical("batch", [64, 128, 256])
-        proc = subprocess.Popen([PY, TRIAL, f"{lr:.6g}", f"{momentum:.6g}", str(hidden),
-                                 str(batch), str(EPOCHS), str(seed)],
-                                stdout=subprocess.PIPE, text=True,
-                                env=dict(os.environ, OMP_NUM_THREADS="1"))
+        argv, parse = trial_command(training, lr, momentum, hidden, batch, seed)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True,
+                                env=dict(os.environ, OMP_NUM_THREADS="1",
+                                         OPENBLAS_NUM_THREADS="1"))
         last = None
         for line in proc.stdout:
-            if not line.startswith("MONKEY_METRIC"):
+            got = parse(line)
+            if got is None:
                 continue
-            kv = dict(p.split("=") for p in line.split()[1:])
-            step, acc = int(kv["step"]), float(kv["acc"])
+            step, acc = got
             last = acc
             with lock:
                 points.append((time.time() - t0, acc))
@@ -171,31 +214,35 @@ def main():
     monkey("up", "2", "--cpus", str(max(1, PARALLEL // 2)), "--no-measure")
     results = {}
     try:
-        for seed in range(1, SEEDS + 1):
-            for name, run in (("monkey random", lambda s: monkey_sweep("random", s, work)),
-                              ("monkey tpe", lambda s: monkey_sweep("tpe", s, work)),
-                              ("monkey asha", lambda s: monkey_sweep("asha", s, work)),
-                              ("optuna tpe", lambda s: optuna_sweep(False, s)),
-                              ("optuna tpe+median", lambda s: optuna_sweep(True, s))):
-                wall, points = run(seed)
-                results.setdefault(name, []).append((wall, points))
-                print(f"seed {seed} {name:<18} wall {wall:6.1f} s  best {best(points):.4f}  "
-                      f"curve {curve(points, wall)}", flush=True)
+        for objective in OBJECTIVES:
+            for seed in range(1, SEEDS + 1):
+                for name, run in (
+                        ("monkey random", lambda s: monkey_sweep("random", s, work, objective)),
+                        ("monkey tpe", lambda s: monkey_sweep("tpe", s, work, objective)),
+                        ("monkey asha", lambda s: monkey_sweep("asha", s, work, objective)),
+                        ("optuna tpe", lambda s: optuna_sweep(False, s, objective)),
+                        ("optuna tpe+median", lambda s: optuna_sweep(True, s, objective))):
+                    wall, points = run(seed)
+                    results.setdefault(objective, {}).setdefault(name, []).append((wall, points))
+                    print(f"{objective} seed {seed} {name:<18} wall {wall:6.1f} s  "
+                          f"best {best(points):.4f}  curve {curve(points, wall)}", flush=True)
     finally:
         subprocess.run([MONKEY, "down"], capture_output=True)
-    print(f"\n{TRIALS} trials of {EPOCHS} epochs, {PARALLEL} in parallel, seeds 1..{SEEDS}; "
-          f"medians over the seeds")
-    print(f"{'method':<18} {'best acc':>9} {'wall s':>8}")
-    for name, runs in results.items():
-        print(f"{name:<18} {statistics.median(best(p) for _, p in runs):>9.4f} "
-              f"{statistics.median(w for w, _ in runs):>8.1f}")
-    shares = []
-    for (w_o, p_o), (_, p_a) in zip(results["optuna tpe"], results["monkey asha"]):
-        t = time_to(p_a, best(p_o))
-        shares.append(t / w_o if t is not None else float("inf"))
-    print("monkey asha: time to optuna tpe's best accuracy / optuna tpe's wall time, per seed: "
-          + ", ".join("never" if s == float("inf") else f"{s:.2f}" for s in shares)
-          + f"; median {statistics.median(shares):.2f} (goal <= 0.5)")
+    for objective, by_method in results.items():
+        print(f"\n{objective}: {TRIALS} trials of {EPOCHS} epochs, {PARALLEL} in parallel, "
+              f"seeds 1..{SEEDS}; medians over the seeds")
+        print(f"{'method':<18} {'best acc':>9} {'wall s':>8}")
+        for name, runs in by_method.items():
+            print(f"{name:<18} {statistics.median(best(p) for _, p in runs):>9.4f} "
+                  f"{statistics.median(w for w, _ in runs):>8.1f}")
+        shares = []
+        for (w_o, p_o), (_, p_a) in zip(by_method["optuna tpe"], by_method["monkey asha"]):
+            t = time_to(p_a, best(p_o))
+            shares.append(t / w_o if t is not None else float("inf"))
+        print(f"{objective}: monkey asha: time to optuna tpe's best accuracy / optuna tpe's "
+              "wall time, per seed: "
+              + ", ".join("never" if s == float("inf") else f"{s:.2f}" for s in shares)
+              + f"; median {statistics.median(shares):.2f} (goal <= 0.5)")
     m, o = overhead()
     print(f"optimizer overhead per trial with 1000 finished: {m}; optuna tpe ask+tell "
           f"{o:.0f} us")

@@ -131,9 +131,9 @@ void on_tick(coordinator_actor* self) {
     st.hold_until = now + hold_after_pause_ms;
   st.last_tick_ms = now;
   ++st.ticks;
+  offer_queued(self);
   if (st.ticks % every_second == 0) {
     anti_entropy_step(self);
-    offer_queued(self);
     withdraw_unanswered(self);
     check_drained(self);
     if (!st.synced)

@@ -37,8 +37,9 @@ app_host_launch app_host_for(const coordinator_state& st, const job_record& rec,
 namespace {
 
 /// A queued gang that fits its owner waits this long for the local plan before it is
-/// placed across nodes.
-constexpr int64_t place_after_ms = 1000;
+/// placed across nodes (a pass is scheduled for then: a one-worker app job submitted to a
+/// busy node, a sweep's trial, starts on a free one within a few hundred ms).
+constexpr int64_t place_after_ms = 200;
 constexpr size_t rounds_in_flight = 4;
 /// A gang refused a lease here is judged ahead of later gangs for this long after its last
 /// ask (its owner asks again about once a second while it waits).
@@ -666,6 +667,14 @@ void place_gangs(coordinator_actor* self, const std::vector<queued_job>& queue,
   // Nodes an earlier gang waits for: a later gang of this owner does not take them (its
   // reservation, as in EASY; without runtime estimates across nodes, no backfill there).
   std::set<std::string> reserved;
+  int64_t wake = 0; // the earliest place_after_ms that ends
+  auto wake_then = [&] {
+    if (wake == 0 || (st.gang_wake_ms > now && st.gang_wake_ms <= wake))
+      return;
+    st.gang_wake_ms = wake;
+    self->delayed_send(self, std::chrono::milliseconds(std::max<int64_t>(wake - now, 0) + 5),
+                       atoms::schedule::value);
+  };
   for (auto& [o, qp] : order) {
     auto& q = *qp;
     if (!q.blocked.empty() && !st.gang_rounds.count(q.id))
@@ -726,8 +735,12 @@ void place_gangs(coordinator_actor* self, const std::vector<queued_job>& queue,
         reserved.insert(p.node);
     };
     bool fits_here = never_fits(st.cfg.total, q.need).empty();
-    if (fits_here && now - rec->updated_ms < place_after_ms)
-      continue; // the local plan may start it in a moment
+    if (fits_here && now - rec->updated_ms < place_after_ms) {
+      // The local plan may start it in a moment; else the pass then places it elsewhere.
+      auto due = rec->updated_ms + place_after_ms;
+      wake = wake == 0 ? due : std::min(wake, due);
+      continue;
+    }
     if (st.gang_rounds.size() >= rounds_in_flight) {
       reserve();
       continue;
@@ -760,6 +773,7 @@ void place_gangs(coordinator_actor* self, const std::vector<queued_job>& queue,
       continue; // all on this node: the local plan (with its reservation) starts it
     start_round(self, *rec, std::move(gp.parts));
   }
+  wake_then();
 }
 
 void gang_tick(coordinator_actor* self) {

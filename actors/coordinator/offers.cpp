@@ -19,8 +19,10 @@ namespace monkey {
 
 namespace {
 
-/// A queued job waits at least this long here before it is offered to another node.
-constexpr int64_t offer_after_ms = 1000;
+/// A queued job waits at least this long here before it is offered to another node (the
+/// offers run every tick: a job submitted to a busy node starts on a free one within about
+/// half a second; a sweep's trials are such jobs).
+constexpr int64_t offer_after_ms = 200;
 constexpr size_t offers_per_round = 4;
 /// Reservation requests arriving within this window are judged together.
 constexpr auto reservation_window = std::chrono::milliseconds(50);

@@ -240,6 +240,7 @@ struct coordinator_state {
 
   bool schedule_queued = false;
   int64_t backoff_wake_ms = 0; ///< when a placement is due for a retry's backoff (0: none)
+  int64_t gang_wake_ms = 0; ///< when a placement pass is due for a gang's place_after_ms
   metric_outbox metrics_out;   ///< metric points owed to the other holders of jobs run here
   bool accepting = true;
   bool draining = false;     ///< shutdown with --drain: running attempts finish

@@ -6,6 +6,9 @@
 //
 //   fmnist_train [--epochs 1] [--hidden 512,256] [--batch 256] [--lr 0.05] [--momentum 0.9]
 //                [--device cpu|cuda] [--threads 1] [--seed 1] [--data DIR] [--steps N]
+//                [--bound on|off]
+// --bound off skips measuring the GEMM speed (the compute bound): what a trial driven by
+// another tuner (bench/sweep_vs_optuna.py) runs.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -30,7 +33,7 @@ int usage(const char* why) {
                "fmnist_train: %s\n"
                "usage: fmnist_train [--epochs N] [--hidden 512,256] [--batch 256] [--lr 0.05]\n"
                "                    [--momentum 0.9] [--device cpu|cuda] [--threads N] [--seed S]\n"
-               "                    [--data DIR] [--steps N (per epoch, 0: all)]\n",
+               "                    [--data DIR] [--steps N (per epoch, 0: all)] [--bound on|off]\n",
                why);
   return 2;
 }
@@ -42,6 +45,7 @@ int main(int argc, char** argv) {
   float lr = 0.05f, momentum = 0.9f;
   uint64_t seed = 1;
   std::string hidden_text = "512,256", device = "cpu", dir = default_data_dir;
+  bool measure = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (i + 1 >= argc)
@@ -67,6 +71,10 @@ int main(int argc, char** argv) {
       dir = v;
     else if (a == "--steps")
       steps_cap = std::atoi(v.c_str());
+    else if (a == "--bound" && v != "on" && v != "off")
+      return usage("--bound is on or off");
+    else if (a == "--bound")
+      measure = v == "on";
     else
       return usage(("unknown option " + a).c_str());
   }
@@ -100,13 +108,19 @@ int main(int argc, char** argv) {
   mlp m(*dev, sizes, std::max(batch, 1000));
   m.init(seed);
   // The compute bound: the device's GEMM speed over the FLOPs of one training sample.
-  double gflops = dev->gpu() ? devices::measure_gpu_gflops(0)
-                             : devices::measure_cpu_gflops(threads);
+  double gflops = !measure    ? 0
+                  : dev->gpu() ? devices::measure_gpu_gflops(0)
+                               : devices::measure_cpu_gflops(threads);
   double bound = gflops * 1e9 / train_flops_per_sample(sizes);
-  std::printf("fmnist_train: %s (OpenBLAS %s kernels), MLP %s (%zu parameters), batch %d; GEMM "
-              "%.1f GFLOP/s, %.0f FLOP per sample: bound %.0f samples/s\n",
-              dev->name().c_str(), openblas_get_corename(), hidden_text.c_str(), m.params(), batch, gflops,
-              train_flops_per_sample(sizes), bound);
+  if (measure)
+    std::printf("fmnist_train: %s (OpenBLAS %s kernels), MLP %s (%zu parameters), batch %d; GEMM "
+                "%.1f GFLOP/s, %.0f FLOP per sample: bound %.0f samples/s\n",
+                dev->name().c_str(), openblas_get_corename(), hidden_text.c_str(), m.params(),
+                batch, gflops, train_flops_per_sample(sizes), bound);
+  else
+    std::printf("fmnist_train: %s (OpenBLAS %s kernels), MLP %s (%zu parameters), batch %d\n",
+                dev->name().c_str(), openblas_get_corename(), hidden_text.c_str(), m.params(),
+                batch);
   int steps = train->count / batch;
   if (steps_cap > 0)
     steps = std::min(steps, steps_cap);
@@ -131,7 +145,10 @@ int main(int argc, char** argv) {
   }
   std::sort(rates.begin(), rates.end());
   double median = rates[rates.size() / 2];
-  std::printf("train device=%s samples_per_s=%.0f bound_samples_per_s=%.0f ratio=%.2f\n",
-              dev->gpu() ? "cuda" : "cpu", median, bound, median / bound);
+  if (measure)
+    std::printf("train device=%s samples_per_s=%.0f bound_samples_per_s=%.0f ratio=%.2f\n",
+                dev->gpu() ? "cuda" : "cpu", median, bound, median / bound);
+  else
+    std::printf("train device=%s samples_per_s=%.0f\n", dev->gpu() ? "cuda" : "cpu", median);
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/expected.hpp"
@@ -82,7 +83,9 @@ public:
   /// The jobs deleted by `monkey rm` (their tombstones), oldest first.
   expected<std::vector<job_id>> load_tombstones();
 
-  /// Count, first, min, max and last of every metric key of one job.
+  /// Count, first, min, max and last of every metric key of one job. Kept in memory per job
+  /// once read and updated by every write (a job reporting each step has tens of thousands
+  /// of points, and `show`, the listings and a sweep's driver ask several times a second).
   expected<std::map<std::string, metric_stats>> metric_summary(const job_id& job);
 
   /// The last value of every metric key of the given jobs (those without metrics are
@@ -106,6 +109,17 @@ private:
   status exec(const char* sql);
   status migrate();
   status prepare();
+
+  /// One job's metrics summed up: what metric_summary, last_metrics and last_metrics_of
+  /// answer without reading every point again.
+  struct job_summary {
+    std::map<std::string, metric_stats> stats;
+    std::map<std::string, metric_point> last;
+  };
+  /// The summary of `job`: from memory, or read once from the points.
+  expected<const job_summary*> summary_of(const job_id& job);
+  expected<std::map<std::string, metric_stats>> read_summary(const job_id& job);
+  std::unordered_map<std::string, job_summary> summaries_; ///< by job id; dropped past a bound
 
   sqlite3* db_ = nullptr;
   sqlite3_stmt* put_job_ = nullptr;

@@ -194,6 +194,66 @@ TEST_CASE("a metric's history: count, first, min, max, last; last values of many
   CHECK((*j)->metric_summary(none)->empty());
 }
 
+TEST_CASE("the metric summary kept in memory stays equal to the points' after every write, "
+          "a duplicate, an erase and a reopen",
+          "[runtime][journal]") {
+  auto dir = temp_dir();
+  auto a = job_id::generate(), b = job_id::generate();
+  std::map<std::string, metric_stats> kept_a;
+  std::map<std::string, metric_point> last_a;
+  {
+    auto j = journal::open(dir, nullptr);
+    REQUIRE(j);
+    write_batch w;
+    w.metrics.push_back({a, 1, now_ms(), "loss", 0.5, 1});
+    REQUIRE((*j)->write(w));
+    REQUIRE((*j)->metric_summary(a)->at("loss").count == 1); // read: kept from now on
+    REQUIRE((*j)->last_metrics_of({b})->empty());
+    int64_t step = 1;
+    for (int round = 0; round < 5; ++round) {
+      write_batch more;
+      for (double v : {0.4, 0.9, 0.05})
+        more.metrics.push_back({a, 1, now_ms(), "loss", v + round, ++step});
+      more.metrics.push_back({a, 1, now_ms(), "acc", 0.1 * round, round}); // a new key
+      more.metrics.push_back({a, 1, now_ms(), "loss", 77, 1});             // a duplicate
+      more.metrics.push_back({b, 2, now_ms(), "loss", -1.0 * round, round, 1});
+      REQUIRE((*j)->write(more));
+      auto s = (*j)->metric_summary(a);
+      REQUIRE(s);
+      CHECK(s->at("loss").count == 1 + 3 * (round + 1));
+      CHECK(s->at("loss").last == Approx(0.05 + round));
+      CHECK(s->at("loss").max == Approx(0.9 + round));
+      CHECK(s->at("loss").first == Approx(0.5));
+      CHECK(s->at("acc").count == round + 1);
+      CHECK((*j)->last_metrics(a)->at("loss").step == step);
+      CHECK((*j)->last_metrics_of({b})->at(b).at("loss") == Approx(-1.0 * round));
+    }
+    kept_a = *(*j)->metric_summary(a);
+    last_a = *(*j)->last_metrics(a);
+  }
+  // Read again from the points by a fresh journal: the same figures.
+  auto j = journal::open(dir, nullptr);
+  REQUIRE(j);
+  auto fresh = (*j)->metric_summary(a);
+  REQUIRE(fresh);
+  REQUIRE(fresh->size() == kept_a.size());
+  for (auto& [k, s] : kept_a) {
+    INFO(k);
+    CHECK(fresh->at(k).count == s.count);
+    CHECK(fresh->at(k).first == s.first);
+    CHECK(fresh->at(k).min == s.min);
+    CHECK(fresh->at(k).max == s.max);
+    CHECK(fresh->at(k).last == s.last);
+    CHECK((*j)->last_metrics(a)->at(k).step == last_a.at(k).step);
+  }
+  // An erased job's summary goes with its points.
+  write_batch gone;
+  gone.erase.push_back(a);
+  REQUIRE((*j)->write(gone));
+  CHECK((*j)->metric_summary(a)->empty());
+  CHECK((*j)->last_metrics(a)->empty());
+}
+
 TEST_CASE("compaction removes old final jobs and keeps the rest", "[runtime][journal]") {
   auto dir = temp_dir();
   auto j = journal::open(dir, nullptr);

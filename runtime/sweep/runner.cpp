@@ -280,6 +280,19 @@ status runner::start_more() {
   return {};
 }
 
+std::vector<std::pair<int64_t, double>>
+with_resource(const std::vector<std::pair<int64_t, double>>& points,
+              const std::vector<std::pair<int64_t, double>>& resource) {
+  std::map<int64_t, double> at(resource.begin(), resource.end());
+  std::vector<std::pair<int64_t, double>> out;
+  for (auto& [step, v] : points)
+    if (auto it = at.find(step); it != at.end() && std::isfinite(it->second))
+      out.emplace_back(static_cast<int64_t>(std::llround(it->second)), v);
+  std::stable_sort(out.begin(), out.end(),
+                   [](auto& a, auto& b) { return a.first < b.first; });
+  return out;
+}
+
 status runner::round(int64_t now_ms) {
   if (started_ms_ == 0) {
     started_ms_ = now_ms;
@@ -325,6 +338,13 @@ status runner::round(int64_t now_ms) {
     auto points = cluster_.series(row.job, spec_.metric.name);
     if (!points)
       return failure{points.error()};
+    if (auto& by = spec_.algorithm.resource_metric; !by.empty()) {
+      // Read after the metric: a point reported with its resource in one report has both.
+      auto resource = cluster_.series(row.job, by);
+      if (!resource)
+        return failure{resource.error()};
+      *points = with_resource(*points, *resource);
+    }
     followed f{&row, it->second, std::move(*points)};
     while (f.next < f.points.size() && f.points[f.next].first <= row.seen)
       ++f.next;

@@ -139,6 +139,13 @@ private:
   int64_t started_ms_ = 0;  ///< the sweep's first round (wall clock; for budget.wall)
 };
 
+/// `points` with each step replaced by the value of `resource` (another metric's points) at
+/// that step, in resource order; a point without a resource point at its step is left out
+/// (algorithm.resource_metric).
+std::vector<std::pair<int64_t, double>>
+with_resource(const std::vector<std::pair<int64_t, double>>& points,
+              const std::vector<std::pair<int64_t, double>>& resource);
+
 /// A trial's value from its points: the last, or the best for `use: best`; none without
 /// points.
 std::optional<double> value_of(const metric_spec& m,

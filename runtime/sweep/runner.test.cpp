@@ -20,6 +20,7 @@ struct fake_job {
   job_spec spec;
   std::string key;
   std::vector<std::pair<int64_t, double>> points;
+  int64_t per_epoch = 1; ///< steps between its points (by_epoch: as a batch size would)
 };
 
 /// A cluster whose jobs advance one step per tick.
@@ -27,6 +28,9 @@ class fake_cluster final : public cluster {
 public:
   int64_t max_t = 9;
   int submits = 0;
+  /// Jobs report a point every 1, 2 or 3 steps (by the order they were submitted in), and
+  /// an `epoch` point beside each: max_t counts epochs.
+  bool by_epoch = false;
   std::vector<fake_job> jobs_;
 
   expected<std::string> submit(const job_spec& spec, const std::string& key) override {
@@ -42,6 +46,7 @@ public:
     j.row.params = spec.params;
     j.spec = spec;
     j.key = key;
+    j.per_epoch = by_epoch ? 1 + static_cast<int64_t>(jobs_.size() % 3) : 1;
     if (!spec.checkpoint_from.empty()) // a continuation resumes at its donor's last step
       for (auto& d : jobs_)
         if (d.row.id == spec.checkpoint_from && !d.points.empty())
@@ -56,10 +61,16 @@ public:
     return out;
   }
   expected<std::vector<std::pair<int64_t, double>>> series(const std::string& id,
-                                                           const std::string&) override {
+                                                           const std::string& metric) override {
     for (auto& j : jobs_)
-      if (j.row.id == id)
-        return j.points;
+      if (j.row.id == id) {
+        if (metric != "epoch")
+          return j.points;
+        std::vector<std::pair<int64_t, double>> epochs;
+        for (auto& p : j.points)
+          epochs.emplace_back(p.first, static_cast<double>(p.first / j.per_epoch));
+        return epochs;
+      }
     return failure{"no job " + id};
   }
   status stop(const std::string& id) override {
@@ -74,9 +85,9 @@ public:
       if (j.row.state != job_state::running)
         continue;
       auto x = std::stod(j.spec.params.at("x"));
-      auto step = j.points.empty() ? 1 : j.points.back().first + 1;
-      j.points.push_back({step, x * (1 - std::exp(-0.5 * static_cast<double>(step)))});
-      if (step >= max_t)
+      auto epoch = j.points.empty() ? 1 : j.points.back().first / j.per_epoch + 1;
+      j.points.push_back({epoch * j.per_epoch, x * (1 - std::exp(-0.5 * static_cast<double>(epoch)))});
+      if (epoch >= max_t)
         j.row.state = job_state::succeeded;
     }
   }
@@ -170,6 +181,56 @@ TEST_CASE("a sweep starts exactly its budget's trials, stops the ones ASHA stops
       CHECK(row.why.find("stopped by asha at step") == 0);
   // No more than `parallel` ran at once: the rounds show it through the submit order.
   CHECK(c.submits == 12);
+}
+
+TEST_CASE("resource_metric: ASHA judges trials whose steps per epoch differ by their "
+          "epoch metric, as if every step were an epoch",
+          "[sweep][runner]") {
+  auto run = [](bool by_epoch) {
+    fake_cluster c;
+    c.by_epoch = by_epoch;
+    std::string yaml = asha_yaml;
+    if (by_epoch)
+      yaml.replace(yaml.find("max_t: 9}"), 9, "max_t: 9, resource: epoch, resource_metric: epoch}");
+    auto spec = spec_of(yaml);
+    auto opt = make_optimizer(spec);
+    REQUIRE(opt);
+    runner r(spec, "SW", "/tmp", std::move(*opt), c);
+    int64_t now = 1000;
+    run_to_end(r, c, now);
+    REQUIRE(r.where().finished);
+    std::vector<std::string> out;
+    for (auto& row : r.trials())
+      out.push_back(row.end + " " + row.why);
+    return out;
+  };
+  auto plain = run(false), epochs = run(true);
+  REQUIRE(plain.size() == 12);
+  REQUIRE(epochs.size() == 12);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    auto expect = plain[i];
+    if (auto at = expect.find("at step "); at != std::string::npos)
+      expect.replace(at, 8, "at epoch ");
+    CHECK(epochs[i] == expect);
+  }
+  CHECK(std::count_if(epochs.begin(), epochs.end(),
+                      [](auto& e) { return e.rfind("stopped", 0) == 0; })
+        > 0);
+  // Points without an epoch point at their step wait; the order is the epochs'.
+  auto mapped = with_resource({{3, 0.1}, {6, 0.2}, {7, 0.25}, {9, 0.3}}, {{3, 1}, {6, 2}, {9, 3}});
+  CHECK(mapped == std::vector<std::pair<int64_t, double>>{{1, 0.1}, {2, 0.2}, {3, 0.3}});
+  // A bad key is named.
+  auto bad = parse_sweep_text(std::string(asha_yaml).replace(std::string(asha_yaml).find("max_t: 9}"), 9,
+                                                             "max_t: 9, resource_metric: \"\"}"),
+                              "t.yaml");
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error(), Catch::Contains("algorithm.resource_metric: empty"));
+  auto tpe = parse_sweep_text("trial: {command: [a]}\nspace: {x: {type: uniform, low: 0, high: 1}}\n"
+                              "metric: {name: m}\nalgorithm: {name: tpe, resource_metric: epoch}\n"
+                              "budget: {trials: 3}\n",
+                              "t.yaml");
+  REQUIRE_FALSE(tpe);
+  CHECK_THAT(tpe.error(), Catch::Contains("not a setting of tpe"));
 }
 
 TEST_CASE("a driver going on from an older saved state repeats no trial and loses none",

@@ -216,6 +216,12 @@ algorithm_spec parse_algorithm(const reader& r, const YAML::Node& n, budget_spec
       a.resource = r.scalar(v, f);
       if (a.resource.empty())
         r.fail(v, f, "empty (e.g. step or epoch: what a metric point's step counts)");
+    } else if (key == "resource_metric" && a.name != "grid" && a.name != "random"
+               && a.name != "tpe") {
+      a.resource_metric = r.scalar(v, f);
+      if (a.resource_metric.empty())
+        r.fail(v, f, "empty (a metric the trials report, e.g. epoch, whose value at a "
+                     "point's step is that point's resource)");
     } else if (key == "perturb" && a.name == "pbt") {
       if (!v.IsSequence() || v.size() == 0)
         r.fail(v, f, "expected a list of factors, e.g. [0.8, 1.2]");
@@ -238,7 +244,7 @@ algorithm_spec parse_algorithm(const reader& r, const YAML::Node& n, budget_spec
       auto keys = known->second;
       keys.insert(keys.begin(), "seed");
       if (a.name != "grid" && a.name != "random" && a.name != "tpe")
-        keys.push_back("resource");
+        keys.insert(keys.end(), {"resource", "resource_metric"});
       if (a.name == "pbt")
         keys.push_back("perturb");
       r.fail(it->first, f, "not a setting of " + a.name + " (known: name, " + join(keys) + ")");

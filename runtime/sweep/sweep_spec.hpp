@@ -57,6 +57,9 @@ struct algorithm_spec {
   std::string name = "random"; ///< grid, random, tpe, asha, hyperband, pbt
   uint64_t seed = 0;
   std::string resource = "step"; ///< what a metric point's step counts (asha, hyperband, pbt)
+  /// A metric of the trials whose value at a point's step is that point's resource (e.g. the
+  /// fmnist app's `epoch`, where the steps of an epoch depend on the batch); "": the step.
+  std::string resource_metric;
   std::map<std::string, double> settings; ///< e.g. reduction_factor: 3
   std::vector<double> perturb;            ///< pbt: the factors explore multiplies by
   /// The setting `key`, or `fallback` when the file left it out.

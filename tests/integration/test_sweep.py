@@ -188,6 +188,44 @@ def asha_sweep_of_command_jobs(c):
     check(not_sweep.returncode == 1 and "is not a sweep" in not_sweep.stderr, not_sweep.stderr)
 
 
+def asha_over_app_trials_by_epoch(c):
+    """ASHA over fmnist app trials whose batch (64 or 256) sets how many steps an epoch has:
+    with resource_metric: epoch every trial is judged at the epoch rungs (1 of max_t 3), the
+    stopped ones `stopped` before their epoch 3, the others trained their 3 epochs (judged
+    by their steps, the first point, at step 234 or 937, would be past max_t: none stops)."""
+    nodes_up(c, 2)
+    path = os.path.join(tempfile.mkdtemp(dir=c.home), "fmnist-asha.yaml")
+    with open(path, "w") as f:
+        f.write("""name: fmnist-asha
+trial: {app: fmnist, params: {strategy: single, hidden: "64", epochs: 3, seed: 1,
+                              throttle: "0:4"}}
+space:
+  lr: {type: loguniform, low: 0.0003, high: 0.3}
+  batch: {type: choice, values: [64, 256]}
+metric: {name: test_accuracy, goal: maximize}
+algorithm: {name: asha, seed: 5, reduction_factor: 3, grace: 1, max_t: 3, resource: epoch,
+            resource_metric: epoch}
+budget: {trials: 6}
+parallel: 2
+""")
+    r = c.monkey("sweep", "start", path, "--wait", check_rc=False, timeout=300)
+    check(r.returncode == 0, f"sweep start --wait: rc {r.returncode}: {r.stderr}")
+    sweep = r.stdout.strip().splitlines()[0]
+    status = json.loads(c.monkey("sweep", "status", sweep, "--json").stdout)
+    rows = status["trials"]
+    check(len(rows) == 6 and {t["params"]["batch"] for t in rows} == {"64", "256"},
+          f"6 trials of both batch sizes: {rows}")
+    for t in rows:
+        epochs = [p["value"] for p in points(c, t["job"], "epoch")]
+        if t["state"] == "stopped":
+            cause = c.show(t["job"])["attempts"][-1]["cause"]
+            check(cause.startswith("stopped early") and epochs and max(epochs) < 3,
+                  f"stopped at the first rung: {t} {cause} {epochs}")
+        else:
+            check(t["state"] == "succeeded" and epochs == [1, 2, 3], f"3 epochs: {t} {epochs}")
+    check(any(t["state"] == "stopped" for t in rows), f"ASHA stopped a weak trial: {rows}")
+
+
 def driver_node_killed(c):
     """kill -9 of the node running the sweep's driver, mid-sweep: the driver's job is adopted
     by a survivor, goes on from its saved state, and the sweep finishes with exactly its 8
@@ -274,5 +312,5 @@ def stop_a_sweep(c):
 
 if __name__ == "__main__":
     run(check_shows_the_first_trials, bad_files_name_the_line_and_field,
-        asha_sweep_of_command_jobs, driver_node_killed, pbt_exploits_through_checkpoints,
+        asha_sweep_of_command_jobs, asha_over_app_trials_by_epoch, driver_node_killed, pbt_exploits_through_checkpoints,
         stop_a_sweep)

@@ -293,9 +293,24 @@ expected<manifest> store::seal(manifest m, const std::string& tmp) {
     return failure{ok.error()};
   auto final_dir = dir_of(m);
   std::error_code ec;
-  fs::remove_all(final_dir, ec); // the same piece again (a retried transfer): replaced whole
-  if (::rename(tmp.c_str(), final_dir.c_str()) != 0)
-    return failure{"cannot move the checkpoint into " + final_dir + ": " + errno_text()};
+  // The same piece again: whole already (two fetches of one checkpoint for two jobs that
+  // continue from it, or a push beside a fetch), it stays as it is — a restore may be
+  // reading it — and this copy goes; a partial one is replaced whole.
+  auto keep_existing = [&] {
+    if (!has(m))
+      return false;
+    fs::remove_all(tmp, ec);
+    return true;
+  };
+  if (keep_existing())
+    return m;
+  fs::remove_all(final_dir, ec);
+  if (::rename(tmp.c_str(), final_dir.c_str()) != 0) {
+    auto why = errno_text();
+    if (keep_existing()) // sealed by another writer between the two calls
+      return m;
+    return failure{"cannot move the checkpoint into " + final_dir + ": " + why};
+  }
   if (auto ok = fsync_path(job_dir(m.job), true); !ok)
     return failure{ok.error()};
   return m;

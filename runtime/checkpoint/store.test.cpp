@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/checkpoint/transfer.hpp"
@@ -79,6 +80,53 @@ TEST_CASE("a committed piece lists with its files, sizes and hashes", "[runtime]
   CHECK(all[0].step == 10);
   CHECK(read(s.dir_of(all[0]) + "/opt.bin") == "moments!");
   CHECK(fs::exists(t.path + "/src/model.bin")); // copied, not moved
+}
+
+TEST_CASE("the same piece received twice, also at once, is kept whole and both succeed",
+          "[runtime][checkpoint]") {
+  // Two jobs continuing from one checkpoint fetch it to the same node at the same time.
+  temp_dir t;
+  store s(t.path + "/store", 1 << 20);
+  fs::create_directories(t.path + "/src");
+  write(t.path + "/src/score", "1.25");
+  auto m = s.commit_dir(piece(8, 3), t.path + "/src", false);
+  REQUIRE(m);
+  auto receive = [&] {
+    auto dir = s.begin_receive(*m);
+    REQUIRE(dir);
+    write(*dir + "/score", "1.25");
+    return *dir;
+  };
+  // Again when it is here: the copy here stays (a restore may be reading it), the new goes.
+  struct stat before {};
+  REQUIRE(::stat((s.dir_of(*m) + "/score").c_str(), &before) == 0);
+  auto again = receive();
+  auto got = s.finish_receive(*m, again);
+  REQUIRE(got);
+  struct stat after {};
+  REQUIRE(::stat((s.dir_of(*m) + "/score").c_str(), &after) == 0);
+  CHECK(after.st_ino == before.st_ino);
+  CHECK_FALSE(fs::exists(again));
+  // Two at once, many times over, on a fresh piece each time.
+  for (int round = 0; round < 50; ++round) {
+    auto p = *m;
+    p.step = 100 + round;
+    auto first = s.begin_receive(p), second = s.begin_receive(p);
+    REQUIRE(first);
+    REQUIRE(second);
+    write(*first + "/score", "1.25");
+    write(*second + "/score", "1.25");
+    expected<manifest> a = failure{"not run"}, b = failure{"not run"};
+    std::thread one([&] { a = s.finish_receive(p, *first); });
+    std::thread two([&] { b = s.finish_receive(p, *second); });
+    one.join();
+    two.join();
+    INFO((a ? std::string() : a.error()) << " / " << (b ? std::string() : b.error()));
+    CHECK(a);
+    CHECK(b);
+    CHECK(s.has(p));
+    CHECK(read(s.dir_of(p) + "/score") == "1.25");
+  }
 }
 
 TEST_CASE("a piece over the size limit is refused and leaves nothing", "[runtime][checkpoint]") {

@@ -2,6 +2,8 @@
 #include "runtime/sweep/optimizer.hpp"
 
 #include <algorithm>
+#include <map>
+#include <limits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -429,30 +431,69 @@ public:
     auto& m = members_[static_cast<size_t>(id)];
     m.score = maximize_ ? value : -value;
     m.scored = true;
-    if (static_cast<double>(step - m.last_ready) < interval_)
-      return verdict::go_on;
-    if (max_t_ > 0 && step >= max_t_)
-      return verdict::go_on; // its last step: nothing left to continue
-    m.last_ready = step;
-    // The running members with a value, worst first (ties: the lower id first).
-    std::vector<int64_t> ranked;
+    m.latest = step;
+    if (m.since_exploit >= 0)
+      m.since_exploit += 1;
+    m.history[step] = m.score;
+    auto done = [&] {
+      prune();
+      return decision{verdict::go_on};
+    };
+    if (max_t_ > 0 && step >= max_t_) {
+      m.pending = -1;
+      return done(); // its last step: nothing left to continue
+    }
+    if (m.pending < 0 && static_cast<double>(step - m.last_ready) >= interval_) {
+      m.pending = step; // judged at this step once the others have reached it
+      m.last_ready = step;
+    }
+    if (m.pending < 0)
+      return done();
+    // Judged against the other members' values at the same step: a member behind is
+    // waited for (up to one more interval: then its latest value counts), so two members a
+    // step apart do not each see the other's older, lower value and shield each other.
+    auto at = m.pending;
+    bool waited_enough = static_cast<double>(step - at) >= interval_;
+    for (size_t k = 0; k < members_.size(); ++k)
+      if (static_cast<int64_t>(k) != id && members_[k].state == running && members_[k].scored
+          && members_[k].latest < at && !waited_enough)
+        return done();
+    m.pending = -1;
+    // The running members with a value, worst first (ties: the lower id first), by their
+    // value at step `at` (the last one at or before it; else their first one).
+    std::vector<std::pair<double, int64_t>> ranked;
     for (size_t k = 0; k < members_.size(); ++k)
       if (members_[k].state == running && members_[k].scored)
-        ranked.push_back(static_cast<int64_t>(k));
-    std::stable_sort(ranked.begin(), ranked.end(), [&](int64_t a, int64_t b) {
-      return members_[static_cast<size_t>(a)].score < members_[static_cast<size_t>(b)].score;
-    });
+        ranked.push_back({value_at(members_[k], at), static_cast<int64_t>(k)});
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
     auto cut = static_cast<size_t>(std::ceil(quantile_ * static_cast<double>(ranked.size())));
     if (ranked.size() < 2 || cut == 0 || cut * 2 > ranked.size())
-      return verdict::go_on;
-    auto at = std::find(ranked.begin(), ranked.end(), id) - ranked.begin();
-    if (static_cast<size_t>(at) >= cut)
-      return verdict::go_on; // not in the bottom quantile
-    auto from = ranked[ranked.size() - cut + g_.below(cut)];
+      return done();
+    auto place = std::find_if(ranked.begin(), ranked.end(),
+                              [&](const auto& r) { return r.second == id; })
+                 - ranked.begin();
+    if (static_cast<size_t>(place) >= cut)
+      return done(); // not in the bottom quantile
+    // A donor's newest checkpoint is what the exploiting member goes on from: a member that
+    // continued from another itself only counts once its own job reported twice (before,
+    // its first checkpoint may not be saved yet, and a continuation would start afresh).
+    std::vector<int64_t> donors;
+    for (size_t k = ranked.size() - cut; k < ranked.size(); ++k) {
+      auto& c = members_[static_cast<size_t>(ranked[k].second)];
+      if (c.since_exploit < 0 || c.since_exploit >= 2)
+        donors.push_back(ranked[k].second);
+    }
+    if (donors.empty())
+      return done(); // judged again at its next interval
+    auto from = donors[g_.below(donors.size())];
     decision d{verdict::exploit};
     d.from = from;
     d.params = explore(members_[static_cast<size_t>(from)].params);
     m.params = d.params;
+    m.history.clear(); // it goes on from the donor's checkpoint: its own values are gone
+    m.since_exploit = 0;
+    prune();
     return d;
   }
 
@@ -472,7 +513,10 @@ public:
     json ms = json::array();
     for (auto& m : members_)
       ms.push_back({{"params", m.params}, {"state", m.state}, {"score", m.score},
-                    {"scored", m.scored}, {"last", m.last_ready}});
+                    {"scored", m.scored}, {"last", m.last_ready}, {"latest", m.latest},
+                    {"pending", m.pending}, {"since_exploit", m.since_exploit},
+                    {"history", json(std::vector<std::pair<int64_t, double>>(
+                                  m.history.begin(), m.history.end()))}});
     return json{{"rng", g_.state}, {"members", ms}}.dump();
   }
 
@@ -482,10 +526,18 @@ public:
       if (j.is_discarded())
         return failure{"pbt state: not JSON"};
       std::vector<member> ms;
-      for (auto& m : j.at("members"))
-        ms.push_back({m.at("params").get<assignment>(), m.at("state").get<int>(),
-                      m.at("score").get<double>(), m.at("scored").get<bool>(),
-                      m.at("last").get<int64_t>()});
+      for (auto& m : j.at("members")) {
+        member one{m.at("params").get<assignment>(), m.at("state").get<int>(),
+                   m.at("score").get<double>(), m.at("scored").get<bool>(),
+                   m.at("last").get<int64_t>()};
+        one.latest = m.value("latest", int64_t{-1}); // states saved before these fields
+        one.pending = m.value("pending", int64_t{-1});
+        one.since_exploit = m.value("since_exploit", int64_t{-1});
+        if (m.contains("history"))
+          for (auto& [step, v] : m.at("history").get<std::vector<std::pair<int64_t, double>>>())
+            one.history[step] = v;
+        ms.push_back(std::move(one));
+      }
       g_.state = j.at("rng").get<uint64_t>();
       members_ = std::move(ms);
     } catch (const std::exception& e) {
@@ -502,7 +554,36 @@ private:
     double score = 0; ///< its latest value, larger is better
     bool scored = false;
     int64_t last_ready = 0; ///< the step of its last exploit decision
+    int64_t latest = -1;    ///< the step of its latest value
+    int64_t pending = -1;   ///< the step it waits to be judged at (-1: none)
+    std::map<int64_t, double> history; ///< its recent values by step (larger is better)
+    int64_t since_exploit = -1; ///< points since it last continued from another (-1: never)
   };
+
+  /// `m`'s value at step `at`: its last at or before it, else its first after it.
+  static double value_at(const member& m, int64_t at) {
+    if (m.history.empty())
+      return m.score;
+    auto it = m.history.upper_bound(at);
+    return it == m.history.begin() ? it->second : std::prev(it)->second;
+  }
+
+  /// Drops values no judgment can ask for any more: those before the earliest step a
+  /// running member may still be judged at (its pending step, or the latest value of the
+  /// least advanced one less an interval), keeping the last one before it.
+  void prune() {
+    int64_t floor = std::numeric_limits<int64_t>::max();
+    for (auto& m : members_)
+      if (m.state == running && m.scored) {
+        floor = std::min(floor, m.pending >= 0 ? m.pending : m.latest);
+        floor = std::min(floor, m.latest - static_cast<int64_t>(std::ceil(interval_)));
+      }
+    for (auto& m : members_) {
+      auto it = m.history.upper_bound(floor);
+      if (it != m.history.begin())
+        m.history.erase(m.history.begin(), std::prev(it));
+    }
+  }
 
   assignment explore(const assignment& from) {
     assignment out;

@@ -389,11 +389,14 @@ TEST_CASE("a driver that falls behind takes the trials' points in step order: PB
   for (auto& l : lines)
     exploits += l.find("exploits trial") != std::string::npos;
   CHECK(exploits > 0);
-  // The first exploit came at the first interval, as it would have live.
+  // The first exploit came at the first interval, as it would have live: judged at step 3
+  // once every member had reached it, acted on at the judged member's step 3 or, when it
+  // got there before the others, its next one.
   auto first = std::find_if(lines.begin(), lines.end(),
                             [](auto& l) { return l.find("exploits trial") != std::string::npos; });
   REQUIRE(first != lines.end());
-  CHECK(first->find(" at step 3:") != std::string::npos);
+  CHECK((first->find(" at step 3:") != std::string::npos
+         || first->find(" at step 4:") != std::string::npos));
 }
 
 TEST_CASE("a trial's value is its last point, or its best with use: best", "[sweep][runner]") {

@@ -457,6 +457,96 @@ budget: {trials: 4, max_t: 10}
   CHECK(p.suggest().what == suggestion::done);
 }
 
+TEST_CASE("PBT judges a member against the others' values at the same step: two near-equal "
+          "members a step apart do not shield each other",
+          "[runtime][sweep]") {
+  auto s = parse_sweep_text(R"(trial: {command: [./t, "{lr}"]}
+space:
+  lr: {type: loguniform, low: 1.0e-4, high: 1}
+metric: {name: acc}
+algorithm: {name: pbt, seed: 3, population: 4, interval: 3, quantile: 0.25}
+budget: {trials: 4, max_t: 12}
+)", "p.yaml");
+  REQUIRE(s);
+  auto o = make_optimizer(*s);
+  REQUIRE(o);
+  auto& p = **o;
+  for (int k = 0; k < 4; ++k)
+    p.suggest();
+  // Scores grow by x per step: members 1 and 2 well ahead, 0 (x 0.41) and 3 (x 0.43) nearly
+  // equal, 3 always half a step behind 0. Ranked by latest values, 0 at its step 3 sees 3's
+  // step 2 (lower) and 3 at its step 3 sees 0's step 4 (higher): neither is ever the worst.
+  // Judged at the same step, 0 is.
+  double x[] = {0.41, 1.0, 0.53, 0.43};
+  std::vector<std::pair<int64_t, int64_t>> exploited; // (member, step)
+  auto feed = [&](int64_t id, int64_t step) {
+    auto d = p.observe(id, step, x[id] * static_cast<double>(step));
+    if (d == verdict::exploit) {
+      CHECK((d.from == 1 || d.from == 2));
+      exploited.push_back({id, step});
+    }
+  };
+  for (int64_t k = 1; k <= 12; ++k) {
+    feed(1, k);
+    feed(2, k);
+    feed(0, k);
+    if (k > 1)
+      feed(3, k - 1);
+  }
+  feed(3, 12);
+  REQUIRE_FALSE(exploited.empty());
+  // Judged at step 3 once member 3 got there (after 0's step 4): acted on at 0's step 5.
+  CHECK(exploited.front() == std::pair<int64_t, int64_t>{0, 5});
+  for (auto& e : exploited)
+    CHECK(e.first == 0);
+  // The state saved mid-wait goes on the same way.
+  auto q = make_optimizer(*s);
+  for (int k = 0; k < 4; ++k)
+    (*q)->suggest();
+  (*q)->observe(3, 2, x[3] * 2);
+  for (int64_t id : {1, 2, 0})
+    CHECK((*q)->observe(id, 3, x[id] * 3) == verdict::go_on); // member 3 is not at 3 yet
+  auto r = make_optimizer(*s);
+  REQUIRE((*r)->restore((*q)->save()));
+  CHECK((*r)->observe(3, 3, x[3] * 3) == verdict::go_on);
+  CHECK((*r)->observe(0, 4, x[0] * 4) == verdict::exploit);
+}
+
+TEST_CASE("PBT takes a member that continued from another as a donor only once its own job "
+          "reported twice (its checkpoint must be there to copy)",
+          "[runtime][sweep]") {
+  auto s = parse_sweep_text(R"(trial: {command: [./t, "{lr}"]}
+space:
+  lr: {type: loguniform, low: 1.0e-4, high: 1}
+metric: {name: acc}
+algorithm: {name: pbt, seed: 5, population: 4, interval: 2, quantile: 0.25}
+budget: {trials: 4, max_t: 20}
+)", "p.yaml");
+  REQUIRE(s);
+  auto o = make_optimizer(*s);
+  REQUIRE(o);
+  auto& p = **o;
+  for (int k = 0; k < 4; ++k)
+    p.suggest();
+  p.observe(0, 2, 0.5);
+  p.observe(1, 2, 0.9);
+  p.observe(2, 2, 0.6);
+  REQUIRE(p.observe(3, 2, 0.1) == verdict::exploit); // 3 continues from 1's checkpoint
+  // 3's new job reports once, far ahead of everyone; 0 is now the worst at step 4.
+  CHECK(p.observe(3, 4, 6.0) == verdict::go_on);
+  CHECK(p.observe(1, 4, 0.95) == verdict::go_on);
+  CHECK(p.observe(2, 4, 0.65) == verdict::go_on);
+  CHECK(p.observe(0, 4, 0.55) == verdict::go_on); // the only top member, 3, is too fresh
+  for (int64_t id : {3, 1, 2, 0})
+    CHECK(p.observe(id, 5, id == 3 ? 6.5 : 0.1 * static_cast<double>(id) + 0.6) == verdict::go_on);
+  CHECK(p.observe(3, 6, 7.0) == verdict::go_on);
+  CHECK(p.observe(1, 6, 1.0) == verdict::go_on);
+  CHECK(p.observe(2, 6, 0.7) == verdict::go_on);
+  auto d = p.observe(0, 6, 0.6); // 3 has reported twice since: a donor now
+  REQUIRE(d == verdict::exploit);
+  CHECK(d.from == 3);
+}
+
 TEST_CASE("PBT exploits no member at its last step (max_t): nothing would be left to run",
           "[runtime][sweep]") {
   auto s = parse_sweep_text(R"(trial: {command: [./t, "{lr}"]}

@@ -55,8 +55,9 @@ print(f"start {start} score {score} from {os.environ.get('MONKEY_CHECKPOINT_JOB'
 for step in range(start + 1, max_t + 1):
     time.sleep(pause)
     score += x
-    with open(os.path.join(d, "score"), "w") as f:
-        f.write(repr(score))
+    with open(os.path.join(d, "score.tmp"), "w") as f:  # replaced whole: a save copying the
+        f.write(repr(score))                              # directory never sees it half-written
+    os.replace(os.path.join(d, "score.tmp"), os.path.join(d, "score"))
     print(f"MONKEY_METRIC step={step} acc={score:.6f}", flush=True)
     print(f"MONKEY_CHECKPOINT step={step}", flush=True)
 """

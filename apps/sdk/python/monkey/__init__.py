@@ -83,7 +83,9 @@ def checkpoint_dir():
 def checkpoint(step):
     """Says that checkpoint_dir() holds the state at `step`: its files are saved and copied
     to the job's holders (a `MONKEY_CHECKPOINT step=N` line). Call it once the files are
-    written and closed."""
+    written and closed. The copy is made a moment later, while the job goes on: replace
+    files whole afterwards (write NAME.tmp, then os.replace(NAME.tmp, NAME)) rather than
+    rewriting them in place, or a copy may catch one half-written."""
     print(f"MONKEY_CHECKPOINT step={int(step)}", flush=True)
 
 

@@ -12,6 +12,8 @@
 #include <csignal>
 #include <unistd.h>
 
+#include <optional>
+
 #include "actors/fan_out.hpp"
 #include "runtime/ownership.hpp"
 
@@ -250,8 +252,8 @@ void offer_queued(coordinator_actor* self) {
   if (!st.accepting || st.leaving || !st.view.majority() || !st.membership || !st.synced
       || st.book.queue().empty())
     return;
-  auto plan = plan_placement(st.cfg.total, placement_running(st), placement_queue(st, nullptr),
-                             now, false);
+  // The local plan is computed only when a job may be offered (this runs every tick).
+  std::optional<placement_plan> plan;
   size_t sent = 0;
   for (auto& [seq, id] : st.book.queue()) {
     if (sent >= offers_per_round)
@@ -259,8 +261,12 @@ void offer_queued(coordinator_actor* self) {
     auto* rec = st.book.owned(id);
     // A gang keeps its owner: it is placed across nodes by leases (gangs.cpp).
     if (!rec || st.offered.count(id) || !rec->spec.after.empty() || is_gang(rec->spec)
-        || now - rec->updated_ms < offer_after_ms || rec->not_before_ms > now
-        || std::find(plan.start.begin(), plan.start.end(), id) != plan.start.end())
+        || now - rec->updated_ms < offer_after_ms || rec->not_before_ms > now)
+      continue;
+    if (!plan)
+      plan = plan_placement(st.cfg.total, placement_running(st), placement_queue(st, nullptr),
+                            now, false);
+    if (std::find(plan->start.begin(), plan->start.end(), id) != plan->start.end())
       continue;
     auto target = offer_target(st, *rec);
     if (target.empty())

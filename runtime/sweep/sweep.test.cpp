@@ -457,18 +457,27 @@ budget: {trials: 4, max_t: 10}
   CHECK(p.suggest().what == suggestion::done);
 }
 
+namespace {
+/// A PBT sweep of four members over one parameter.
+sweep_spec pbt_of_four(int seed, int interval, int max_t) {
+  auto s = parse_sweep_text("trial: {command: [./t, \"{lr}\"]}\n"
+                            "space:\n  lr: {type: loguniform, low: 1.0e-4, high: 1}\n"
+                            "metric: {name: acc}\n"
+                            "algorithm: {name: pbt, seed: " + std::to_string(seed)
+                              + ", population: 4, interval: " + std::to_string(interval)
+                              + ", quantile: 0.25}\n"
+                            "budget: {trials: 4, max_t: " + std::to_string(max_t) + "}\n",
+                            "p.yaml");
+  REQUIRE(s);
+  return *s;
+}
+} // namespace
+
 TEST_CASE("PBT judges a member against the others' values at the same step: two near-equal "
           "members a step apart do not shield each other",
           "[runtime][sweep]") {
-  auto s = parse_sweep_text(R"(trial: {command: [./t, "{lr}"]}
-space:
-  lr: {type: loguniform, low: 1.0e-4, high: 1}
-metric: {name: acc}
-algorithm: {name: pbt, seed: 3, population: 4, interval: 3, quantile: 0.25}
-budget: {trials: 4, max_t: 12}
-)", "p.yaml");
-  REQUIRE(s);
-  auto o = make_optimizer(*s);
+  auto s = pbt_of_four(3, 3, 12);
+  auto o = make_optimizer(s);
   REQUIRE(o);
   auto& p = **o;
   for (int k = 0; k < 4; ++k)
@@ -500,13 +509,13 @@ budget: {trials: 4, max_t: 12}
   for (auto& e : exploited)
     CHECK(e.first == 0);
   // The state saved mid-wait goes on the same way.
-  auto q = make_optimizer(*s);
+  auto q = make_optimizer(s);
   for (int k = 0; k < 4; ++k)
     (*q)->suggest();
   (*q)->observe(3, 2, x[3] * 2);
   for (int64_t id : {1, 2, 0})
     CHECK((*q)->observe(id, 3, x[id] * 3) == verdict::go_on); // member 3 is not at 3 yet
-  auto r = make_optimizer(*s);
+  auto r = make_optimizer(s);
   REQUIRE((*r)->restore((*q)->save()));
   CHECK((*r)->observe(3, 3, x[3] * 3) == verdict::go_on);
   CHECK((*r)->observe(0, 4, x[0] * 4) == verdict::exploit);
@@ -515,15 +524,8 @@ budget: {trials: 4, max_t: 12}
 TEST_CASE("PBT takes a member that continued from another as a donor only once its own job "
           "reported twice (its checkpoint must be there to copy)",
           "[runtime][sweep]") {
-  auto s = parse_sweep_text(R"(trial: {command: [./t, "{lr}"]}
-space:
-  lr: {type: loguniform, low: 1.0e-4, high: 1}
-metric: {name: acc}
-algorithm: {name: pbt, seed: 5, population: 4, interval: 2, quantile: 0.25}
-budget: {trials: 4, max_t: 20}
-)", "p.yaml");
-  REQUIRE(s);
-  auto o = make_optimizer(*s);
+  auto s = pbt_of_four(5, 2, 20);
+  auto o = make_optimizer(s);
   REQUIRE(o);
   auto& p = **o;
   for (int k = 0; k < 4; ++k)

@@ -340,7 +340,11 @@ expected<manifest> store::commit_dir(manifest m, const std::string& src, bool mo
                    + std::to_string(max_bytes_) + " bytes (--checkpoint-max-mb)"};
   std::sort(files.begin(), files.end());
   fs::create_directories(job_dir(m.job), ec);
-  auto tmp = job_dir(m.job) + "/.tmp-" + m.dir_name() + "-" + std::to_string(::getpid());
+  // Unique per call: two commits of one piece at once (offloaded on two threads) must not
+  // share a staging directory, or one's remove_all takes the other's files.
+  static std::atomic<uint64_t> commits{0};
+  auto tmp = job_dir(m.job) + "/.tmp-" + m.dir_name() + "-" + std::to_string(::getpid()) + "-"
+             + std::to_string(commits.fetch_add(1));
   fs::remove_all(tmp, ec);
   if (!fs::create_directory(tmp, ec))
     return failure{"cannot make " + tmp + ": " + ec.message()};

@@ -29,25 +29,55 @@ void merge_rows(std::map<job_id, job_summary>& into, const std::vector<job_summa
   }
 }
 
+namespace {
+
+/// True when some holder of `s` is this node, alive or suspect; the others go to `down`.
+bool some_holder_reachable(const job_summary& s, const std::string& self,
+                           const std::function<member_state(const std::string&)>& state_of,
+                           std::vector<std::string>& down) {
+  bool reachable = false;
+  for (auto& h : s.holders) {
+    auto st = h == self ? member_state::alive : state_of(h);
+    if (st == member_state::alive || st == member_state::suspect)
+      reachable = true;
+    else
+      down.push_back(h);
+  }
+  return reachable;
+}
+
+void mark_unavailable(job_summary& row, const std::vector<std::string>& down) {
+  row.unavailable = true;
+  std::string who;
+  for (auto& d : down)
+    who += (who.empty() ? "" : ", ") + d;
+  row.reason = "unavailable (replicas down: every holder is dead: " + who
+               + "); it returns when a holder restarts on its data directory";
+}
+
+} // namespace
+
 void remember_and_mark(std::map<job_id, job_summary>& seen, std::map<job_id, job_summary>& merged,
                        bool filtered, const std::string& self,
                        const std::function<member_state(const std::string&)>& state_of,
                        int64_t now, size_t max_seen) {
-  for (auto& [id, s] : merged)
-    if (!s.unavailable)
-      seen[id] = s;
+  for (auto& [id, s] : merged) {
+    if (s.unavailable)
+      continue;
+    seen[id] = s;
+    // An unfinished row that only a node it does not name answered with (a copy left on a
+    // former owner that gave the job up, or on a former holder): every holder it names is
+    // dead, so nothing runs or adopts it until one returns. Listed as what it is, not as
+    // queued or running.
+    std::vector<std::string> down;
+    if (!s.final && !s.holders.empty() && !some_holder_reachable(s, self, state_of, down))
+      mark_unavailable(s, down);
+  }
   for (auto& [id, s] : seen) {
     if (merged.count(id))
       continue;
     std::vector<std::string> down;
-    bool reachable = false;
-    for (auto& h : s.holders) {
-      auto st = h == self ? member_state::alive : state_of(h);
-      if (st == member_state::alive || st == member_state::suspect)
-        reachable = true;
-      else
-        down.push_back(h);
-    }
+    bool reachable = some_holder_reachable(s, self, state_of, down);
     if (filtered)
       continue;
     if (reachable || s.holders.empty()) {
@@ -62,12 +92,7 @@ void remember_and_mark(std::map<job_id, job_summary>& seen, std::map<job_id, job
       continue;
     }
     auto row = s;
-    row.unavailable = true;
-    std::string who;
-    for (auto& d : down)
-      who += (who.empty() ? "" : ", ") + d;
-    row.reason = "unavailable (replicas down: every holder is dead: " + who
-                 + "); it returns when a holder restarts on its data directory";
+    mark_unavailable(row, down);
     merged[id] = row;
   }
   if (seen.size() > max_seen) {

@@ -26,7 +26,9 @@ void merge_rows(std::map<job_id, job_summary>& into, const std::vector<job_summa
 /// Remembers the rows of a cluster-wide listing in `seen`, and adds to `merged` the
 /// remembered jobs that no answer carried: "unavailable (replicas down ...)" when every
 /// holder is dead or gone, "last known (...)" when a holder is alive or suspect but did
-/// not answer (not for filtered listings). `seen` keeps at most `max_seen` rows (the
+/// not answer (not for filtered listings). An unfinished row that was answered, but whose
+/// named holders are all dead (only a node with a stray copy answered), is marked
+/// unavailable too. `seen` keeps at most `max_seen` rows (the
 /// oldest submissions are forgotten first).
 void remember_and_mark(std::map<job_id, job_summary>& seen, std::map<job_id, job_summary>& merged,
                        bool filtered, const std::string& self,

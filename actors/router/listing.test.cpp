@@ -53,6 +53,17 @@ TEST_CASE("a listing keeps per job the row that stands, and says what it cannot 
   REQUIRE(later.count(a));
   CHECK_FALSE(later[a].unavailable);
   CHECK_THAT(later[a].reason, Catch::StartsWith("last known"));
+  // A stray copy answered by a node it does not name (a former owner that gave the job up):
+  // its named holders are dead, so it is unavailable, not queued; a final one stands.
+  auto d = job_id::generate(), e = job_id::generate();
+  std::map<job_id, job_summary> stray;
+  merge_rows(stray, {row(d, 7, job_state::queued, {"n5", "n6"}),
+                     row(e, 7, job_state::failed, {"n5", "n6"})});
+  remember_and_mark(seen, stray, false, "n1", states, 3000, 100);
+  CHECK(stray[d].unavailable);
+  CHECK_THAT(stray[d].reason, Catch::Contains("n5") && Catch::Contains("n6"));
+  CHECK_FALSE(stray[e].unavailable);
+  CHECK_FALSE(seen[d].unavailable); // remembered as answered
   // A filtered listing adds no remembered rows.
   std::map<job_id, job_summary> filtered;
   remember_and_mark(seen, filtered, true, "n1", states, 3000, 100);

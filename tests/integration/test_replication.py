@@ -10,7 +10,7 @@ import signal
 import subprocess
 import time
 
-from harness import MONKEY, RUNTIME, check, journal_rows, final_versions, run, wait_until
+from harness import MONKEY, RUNTIME, Failure, check, journal_rows, final_versions, run, wait_until
 
 FINALS = {"succeeded", "failed", "cancelled", "timed_out", "lost", "stopped"}
 
@@ -212,9 +212,28 @@ def replicas_down(c):
     check(len(listed) == len(ids), f"n1 lists all {len(ids)} jobs")
     for n in nodes[3:]:
         os.kill(n["pid"], signal.SIGKILL)
-    rows = wait_until(lambda: (lambda js: js if js and all(
-        j["state"] == "unavailable" for j in js if j["id"] in theirs) and len(js) == len(ids)
-        else None)(jobs_at(c, entry["address"])), 60, "the jobs of n4 and n5 unavailable")
+    last = {}
+
+    def all_of_theirs_unavailable():
+        js = jobs_at(c, entry["address"])
+        last["rows"] = js
+        if js and all(j["state"] == "unavailable" for j in js if j["id"] in theirs) \
+                and len(js) == len(ids):
+            return js
+        return None
+
+    try:
+        rows = wait_until(all_of_theirs_unavailable, 60, "the jobs of n4 and n5 unavailable")
+    except Failure:
+        js = last.get("rows")
+        if js is None:
+            print("  the last listing at n1 failed")
+        else:
+            print(f"  the last listing at n1: {len(js)} of {len(ids)} jobs")
+            for j in js:
+                if j["id"] in theirs and j["state"] != "unavailable":
+                    print(f"  still {j['state']}: {j}")
+        raise
     for j in rows:
         if j["id"] in theirs:
             check("replicas down" in j["reason"], f"the reason says why: {j}")

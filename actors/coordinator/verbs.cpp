@@ -50,7 +50,19 @@ std::string why_text(coordinator_state& st, const job_record& rec) {
   if (!st.book.owns(rec.id)) {
     if (st.book.unsynced().count(rec.id))
       return "this node's record waits to hear from the cluster (after a restart or a fence)";
-    return "held here as a replica; owner " + rec.owner.str();
+    auto owner = rec.owner.str();
+    auto os = st.view.state_of(owner);
+    if (!is_final(rec.state) && (os == member_state::dead || os == member_state::left)) {
+      // The owner is gone: a surviving holder the record names adopts the job; a copy no
+      // surviving holder backs (a stray one, kept by a former owner) waits for one.
+      for (auto& h : rec.replicas)
+        if (h == st.self_node() || st.view.alive(h))
+          return "held here as a replica; owner " + owner + " is gone: a surviving holder "
+                 "adopts it";
+      return "unavailable: owner " + owner + " and every holder of the record are gone; a copy "
+             "stays here, and the job returns when a holder restarts on its data directory";
+    }
+    return "held here as a replica; owner " + owner;
   }
   switch (rec.state) {
     case job_state::queued:

@@ -129,7 +129,7 @@ caf::behavior journal_impl(journal_actor* self, std::shared_ptr<journal> store) 
     },
     [=](atoms::last_metrics, const id_list& ids) -> caf::result<metrics_by_job> {
       commit(self);
-      return answer<metrics_by_job>(self->state.store->last_metrics_of(ids));
+      return answer<metrics_by_job>(self->state.store->metric_summaries_of(ids));
     },
     [=](atoms::metric_sum, const job_id& id) -> caf::result<metric_stats_map> {
       commit(self);

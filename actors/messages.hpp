@@ -26,7 +26,7 @@ using task_state_list = std::vector<journal::task_state>;
 using id_list = std::vector<job_id>;
 using member_list = std::vector<member>;
 using metric_stats_map = std::map<std::string, metric_stats>;
-using metrics_by_job = std::map<job_id, metric_map>;
+using metrics_by_job = std::map<job_id, metric_stats_map>;
 
 } // namespace monkey
 

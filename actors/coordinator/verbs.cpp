@@ -359,7 +359,10 @@ void on_list(coordinator_actor* self, caf::response_promise rp, const list_reque
       [=](const metrics_by_job& last) mutable {
         for (auto& row : rows->jobs)
           if (auto it = last.find(row.id); it != last.end())
-            row.metrics = it->second;
+            for (auto& [key, s] : it->second) {
+              row.metrics[key] = s.last;
+              row.metric_counts[key] = s.count;
+            }
         rp.deliver(reply(*rows));
       },
       [=](const caf::error&) mutable { rp.deliver(reply(*rows)); });

@@ -23,9 +23,16 @@ void merge_rows(std::map<job_id, job_summary>& into, const std::vector<job_summa
     }
     // Metrics come from the node that ran the job, which need not hold the standing copy.
     auto metrics = r.metrics.empty() ? it->second.metrics : r.metrics;
+    // Point counts take the largest per key: the sweep driver reads a trial again when the
+    // listed count differs from the count of the series it last read (the latest attempt's
+    // node's), and a maximum over nodes never hides that series growing.
+    auto counts = it->second.metric_counts;
+    for (auto& [key, n] : r.metric_counts)
+      counts[key] = std::max(counts[key], n);
     if (row_stands_over(r, it->second))
       it->second = r;
     it->second.metrics = std::move(metrics);
+    it->second.metric_counts = std::move(counts);
   }
 }
 

@@ -83,3 +83,26 @@ TEST_CASE("a listing keeps per job the row that stands, and says what it cannot 
   auto list = finish_list(later, 1);
   REQUIRE(list.jobs.size() == 1);
 }
+
+TEST_CASE("a merged row keeps the metrics of the node that reported them and the largest point "
+          "count per key",
+          "[router][listing]") {
+  auto a = job_id::generate();
+  auto standing = row(a, 9, job_state::running, {"n1", "n2"});
+  auto ran = row(a, 4, job_state::running, {"n1", "n2"}); // an older copy, on the node that ran it
+  ran.metrics = {{"loss", 0.5}, {"acc", 0.8}};
+  ran.metric_counts = {{"loss", 12}, {"acc", 3}};
+  auto older = row(a, 2, job_state::running, {"n3"}); // a node that ran an earlier attempt
+  older.metrics = {{"loss", 0.9}};
+  older.metric_counts = {{"loss", 20}};
+  std::map<job_id, job_summary> merged;
+  merge_rows(merged, {older});
+  merge_rows(merged, {standing});
+  merge_rows(merged, {ran});
+  CHECK(merged[a].version == 9); // the standing copy's record
+  CHECK(merged[a].metrics.at("loss") == 0.5);
+  // Counts only move the sweep driver to read again: the largest one changes whenever the
+  // series the driver reads (the latest attempt's node's) can have changed.
+  CHECK(merged[a].metric_counts.at("loss") == 20);
+  CHECK(merged[a].metric_counts.at("acc") == 3);
+}

@@ -632,15 +632,15 @@ expected<std::map<std::string, metric_stats>> journal::read_summary(const job_id
   return out;
 }
 
-expected<std::map<job_id, std::map<std::string, double>>>
-journal::last_metrics_of(const std::vector<job_id>& jobs) {
-  std::map<job_id, std::map<std::string, double>> out;
+expected<std::map<job_id, std::map<std::string, metric_stats>>>
+journal::metric_summaries_of(const std::vector<job_id>& jobs) {
+  std::map<job_id, std::map<std::string, metric_stats>> out;
   for (auto& job : jobs) {
     auto sum = summary_of(job);
     if (!sum)
       return failure{sum.error()};
-    for (auto& [key, m] : (*sum)->last)
-      out[job][key] = m.value;
+    if (!(*sum)->stats.empty())
+      out[job] = (*sum)->stats;
   }
   return out;
 }

@@ -88,10 +88,11 @@ public:
   /// of points, and `show`, the listings and a sweep's driver ask several times a second).
   expected<std::map<std::string, metric_stats>> metric_summary(const job_id& job);
 
-  /// The last value of every metric key of the given jobs (those without metrics are
-  /// left out).
-  expected<std::map<job_id, std::map<std::string, double>>>
-  last_metrics_of(const std::vector<job_id>& jobs);
+  /// The summary (count, first, min, max, last) of every metric key of the given jobs
+  /// (those without metrics are left out): the listings' last values, and the point counts
+  /// by which a sweep's driver sees that a trial reported something new.
+  expected<std::map<job_id, std::map<std::string, metric_stats>>>
+  metric_summaries_of(const std::vector<job_id>& jobs);
 
   /// Deletes final jobs last updated before `cutoff_ms`, with their transitions and
   /// metrics, and task batches all of whose tasks were final before it; returns how many
@@ -110,7 +111,7 @@ private:
   status migrate();
   status prepare();
 
-  /// One job's metrics summed up: what metric_summary, last_metrics and last_metrics_of
+  /// One job's metrics summed up: what metric_summary, last_metrics and metric_summaries_of
   /// answer without reading every point again.
   struct job_summary {
     std::map<std::string, metric_stats> stats;

@@ -185,12 +185,13 @@ TEST_CASE("a metric's history: count, first, min, max, last; last values of many
   CHECK(series->at(3).step == 4);
   CHECK(series->at(4).rank == 1);
   CHECK(s->at("acc").count == 1);
-  auto last = (*j)->last_metrics_of({a, b, none});
+  auto last = (*j)->metric_summaries_of({a, b, none});
   REQUIRE(last);
   CHECK(last->size() == 2);
-  CHECK(last->at(a).at("loss") == Approx(0.1));
-  CHECK(last->at(a).at("acc") == Approx(0.8));
-  CHECK(last->at(b).at("loss") == Approx(3));
+  CHECK(last->at(a).at("loss").last == Approx(0.1));
+  CHECK(last->at(a).at("loss").count == 5);
+  CHECK(last->at(a).at("acc").last == Approx(0.8));
+  CHECK(last->at(b).at("loss").last == Approx(3));
   CHECK((*j)->metric_summary(none)->empty());
 }
 
@@ -208,7 +209,7 @@ TEST_CASE("the metric summary kept in memory stays equal to the points' after ev
     w.metrics.push_back({a, 1, now_ms(), "loss", 0.5, 1});
     REQUIRE((*j)->write(w));
     REQUIRE((*j)->metric_summary(a)->at("loss").count == 1); // read: kept from now on
-    REQUIRE((*j)->last_metrics_of({b})->empty());
+    REQUIRE((*j)->metric_summaries_of({b})->empty());
     int64_t step = 1;
     for (int round = 0; round < 5; ++round) {
       write_batch more;
@@ -226,7 +227,8 @@ TEST_CASE("the metric summary kept in memory stays equal to the points' after ev
       CHECK(s->at("loss").first == Approx(0.5));
       CHECK(s->at("acc").count == round + 1);
       CHECK((*j)->last_metrics(a)->at("loss").step == step);
-      CHECK((*j)->last_metrics_of({b})->at(b).at("loss") == Approx(-1.0 * round));
+      CHECK((*j)->metric_summaries_of({b})->at(b).at("loss").last == Approx(-1.0 * round));
+      CHECK((*j)->metric_summaries_of({b})->at(b).at("loss").count == round + 1);
     }
     kept_a = *(*j)->metric_summary(a);
     last_a = *(*j)->last_metrics(a);

@@ -315,8 +315,22 @@ status runner::round(int64_t now_ms) {
   if (!jobs)
     return failure{jobs.error()};
   std::map<std::string, const trial_job*> by_id;
-  for (auto& j : *jobs)
+  // What the listing shows of the trials' activity (states and point counts of every key):
+  // while it changes the trials are at work, and the driver keeps its quick pace even when
+  // none of the points is the sweep's metric (an end soon follows a trial's last report).
+  uint64_t activity = 1469598103934665603ull;
+  auto mix = [&activity](int64_t v) { activity = (activity ^ static_cast<uint64_t>(v)) * 1099511628211ull; };
+  for (auto& j : *jobs) {
     by_id[j.id] = &j;
+    mix(static_cast<int64_t>(std::hash<std::string>{}(j.id)));
+    mix(static_cast<int64_t>(j.state));
+    for (auto& [key, count] : j.counts) {
+      mix(static_cast<int64_t>(std::hash<std::string>{}(key)));
+      mix(count);
+    }
+  }
+  bool active = activity != activity_;
+  activity_ = activity;
   // The new points of every followed trial go to the optimizer by step across the trials
   // (then by trial number), as they came about: a driver that fell behind (a busy node, a
   // slow answer, an adoption) decides as it would have live, rather than taking in one
@@ -335,17 +349,35 @@ status runner::round(int64_t now_ms) {
     auto it = by_id.find(row.job);
     if (it == by_id.end())
       continue; // submitted, not listed yet
+    auto& by = spec_.algorithm.resource_metric;
+    // Nothing new since the last read (the listing's counts): no read. A final job is read
+    // once more: its last points reach its holders' journals before its final state does.
+    auto listed = [&](const std::string& key) -> int64_t {
+      auto& counts = it->second->counts;
+      auto c = counts.find(key);
+      return c == counts.end() ? 0 : c->second;
+    };
+    if (!is_final(it->second->state) && row.read_job == row.job && it->second->counted
+        && listed(spec_.metric.name) == row.read_metric
+        && (by.empty() || listed(by) == row.read_resource)) {
+      ++skipped_;
+      continue;
+    }
+    ++reads_;
     auto points = cluster_.series(row.job, spec_.metric.name);
     if (!points)
       return failure{points.error()};
-    if (auto& by = spec_.algorithm.resource_metric; !by.empty()) {
+    row.read_job = row.job;
+    row.read_metric = points->count;
+    if (!by.empty()) {
       // Read after the metric: a point reported with its resource in one report has both.
       auto resource = cluster_.series(row.job, by);
       if (!resource)
         return failure{resource.error()};
-      *points = with_resource(*points, *resource);
+      points->points = with_resource(points->points, resource->points);
+      row.read_resource = resource->count;
     }
-    followed f{&row, it->second, std::move(*points)};
+    followed f{&row, it->second, std::move(points->points)};
     while (f.next < f.points.size() && f.points[f.next].first <= row.seen)
       ++f.next;
     todo.push_back(std::move(f));
@@ -381,7 +413,10 @@ status runner::round(int64_t now_ms) {
     }
   if (any)
     changed();
-  return start_more();
+  auto before = rows_.size();
+  auto ok = start_more();
+  quiet_ = !any && !active && rows_.size() == before;
+  return ok;
 }
 
 void runner::stop_all(const std::string& why) {

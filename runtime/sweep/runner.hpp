@@ -37,6 +37,17 @@ struct trial_job {
   job_state state = job_state::queued;
   int64_t submitted_ms = 0;
   std::map<std::string, std::string> params;
+  /// Points of each metric key the job has (every rank and attempt), where the listing
+  /// gives them: a key listed with as many points as the last read of it means nothing new.
+  std::map<std::string, int64_t> counts;
+  bool counted = false; ///< the listing gave counts (a key it leaves out: no points)
+};
+
+/// A job's points of one metric key (rank 0 of its newest attempt, in step order) and how
+/// many points of the key the answering member had (every rank and attempt; -1: unknown).
+struct metric_read {
+  std::vector<std::pair<int64_t, double>> points;
+  int64_t count = -1;
 };
 
 /// What the runner asks of the cluster.
@@ -49,8 +60,7 @@ public:
   /// Every job of the sweep (job_spec::sweep).
   virtual expected<std::vector<trial_job>> jobs() = 0;
   /// The points of `metric` that job `id` reported (rank 0), in step order.
-  virtual expected<std::vector<std::pair<int64_t, double>>> series(const std::string& id,
-                                                                   const std::string& metric) = 0;
+  virtual expected<metric_read> series(const std::string& id, const std::string& metric) = 0;
   /// Stops job `id` early (it ends `stopped`).
   virtual status stop(const std::string& id) = 0;
 };
@@ -68,6 +78,10 @@ struct trial_row {
   int64_t seen = -1;         ///< the last step observed of its current job
   std::optional<double> value; ///< its value (metric.use of its points so far)
   int64_t steps = 0;         ///< points seen
+  /// The point counts (metric, resource metric) of the last read of `job`'s points (not
+  /// saved: a new driver reads every trial once).
+  std::string read_job;
+  int64_t read_metric = -1, read_resource = -1;
 };
 
 /// Where a sweep stands.
@@ -107,6 +121,14 @@ public:
   status round(int64_t now_ms);
   /// Starts no more trials and stops the running ones (`sweep stop`, a SIGTERM).
   void stop_all(const std::string& why);
+  /// The last round took in no point, started no trial, and the listing showed the same
+  /// states and point counts (every key) as the round before (the driver waits longer
+  /// before the next).
+  bool quiet() const { return quiet_; }
+  /// Reads of trials' points so far, and those skipped because the listing showed nothing
+  /// new (for the driver's log and the tests).
+  int64_t reads() const { return reads_; }
+  int64_t skipped_reads() const { return skipped_; }
 
   progress where() const;
   const std::vector<trial_row>& trials() const { return rows_; }
@@ -137,6 +159,9 @@ private:
   bool exhausted_ = false;  ///< the algorithm has nothing more (a finished grid, PBT done)
   std::string stopping_;    ///< wall budget spent, or stopped
   int64_t started_ms_ = 0;  ///< the sweep's first round (wall clock; for budget.wall)
+  bool quiet_ = false;
+  uint64_t activity_ = 0; ///< a hash of the last listing's states and point counts
+  int64_t reads_ = 0, skipped_ = 0;
 };
 
 /// `points` with each step replaced by the value of `resource` (another metric's points) at

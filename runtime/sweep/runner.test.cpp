@@ -31,6 +31,14 @@ public:
   /// Jobs report a point every 1, 2 or 3 steps (by the order they were submitted in), and
   /// an `epoch` point beside each: max_t counts epochs.
   bool by_epoch = false;
+  /// The listing gives each job's point counts (as a real one does with metrics).
+  bool counting = false;
+  /// The next reads answer as a member that lacks a job's newest point would (its count
+  /// one lower too), this many times.
+  int behind = 0;
+  int reads = 0;
+  /// Points of another key (not the sweep's metric) each listed job has.
+  int64_t loss = 0;
   std::vector<fake_job> jobs_;
 
   expected<std::string> submit(const job_spec& spec, const std::string& key) override {
@@ -56,20 +64,34 @@ public:
   }
   expected<std::vector<trial_job>> jobs() override {
     std::vector<trial_job> out;
-    for (auto& j : jobs_)
+    for (auto& j : jobs_) {
       out.push_back(j.row);
+      if (counting) {
+        out.back().counted = true;
+        if (!j.points.empty())
+          out.back().counts = {{"acc", static_cast<int64_t>(j.points.size())},
+                               {"epoch", static_cast<int64_t>(j.points.size())}};
+        if (loss > 0)
+          out.back().counts["loss"] = loss;
+      }
+    }
     return out;
   }
-  expected<std::vector<std::pair<int64_t, double>>> series(const std::string& id,
-                                                           const std::string& metric) override {
+  expected<metric_read> series(const std::string& id, const std::string& metric) override {
+    ++reads;
     for (auto& j : jobs_)
       if (j.row.id == id) {
-        if (metric != "epoch")
-          return j.points;
-        std::vector<std::pair<int64_t, double>> epochs;
-        for (auto& p : j.points)
-          epochs.emplace_back(p.first, static_cast<double>(p.first / j.per_epoch));
-        return epochs;
+        metric_read r;
+        r.points = j.points;
+        if (behind > 0 && !r.points.empty()) {
+          --behind;
+          r.points.pop_back();
+        }
+        r.count = static_cast<int64_t>(r.points.size());
+        if (metric == "epoch")
+          for (auto& p : r.points)
+            p.second = static_cast<double>(p.first / j.per_epoch);
+        return r;
       }
     return failure{"no job " + id};
   }
@@ -409,4 +431,79 @@ TEST_CASE("a trial's value is its last point, or its best with use: best", "[swe
   CHECK(*value_of(m, pts) == 0.5);
   CHECK_FALSE(value_of(m, {}));
   CHECK(*value_of(m, {{1, NAN}, {2, 0.4}}) == 0.4);
+}
+
+TEST_CASE("with the listing's point counts, a round reads only the trials that reported "
+          "something new and decides as one that reads them all",
+          "[sweep][runner]") {
+  // The same ASHA sweep twice, reading every trial every round and with counts; each tick
+  // of the cluster is followed by two rounds in which nothing happens.
+  auto outcome = [](bool counting, int& reads, int& skipped, int& quiet) {
+    fake_cluster c;
+    c.counting = counting;
+    auto spec = spec_of(asha_yaml);
+    auto opt = make_optimizer(spec);
+    REQUIRE(opt);
+    runner r(spec, "SW", "/tmp", std::move(*opt), c);
+    int64_t now = 1000;
+    for (int rounds = 0; !r.where().finished && rounds < 400; ++rounds) {
+      if (counting && rounds == 5)
+        c.behind = 2; // a member behind answers the next two reads
+      REQUIRE(r.round(now));
+      now += 100;
+      for (int idle = 0; idle < 2; ++idle) {
+          REQUIRE(r.round(now));
+          quiet += r.quiet();
+          now += 100;
+        }
+      c.tick();
+    }
+    REQUIRE(r.where().finished);
+    reads = c.reads;
+    skipped = static_cast<int>(r.skipped_reads());
+    std::vector<std::string> ends;
+    for (auto& row : r.trials())
+      ends.push_back(row.end + " " + row.why + " " + std::to_string(row.steps));
+    return std::make_pair(ends, *r.where().best);
+  };
+  int all_reads = 0, no_skips = 0, no_quiet = 0, reads = 0, skipped = 0, quiet = 0;
+  auto every = outcome(false, all_reads, no_skips, no_quiet);
+  auto counted = outcome(true, reads, skipped, quiet);
+  CHECK(counted == every); // the same trials stopped at the same steps, the same best
+  CHECK(no_skips == 0);
+  CHECK(skipped > 0);
+  CHECK(quiet > 0);
+  CHECK(no_quiet >= quiet); // the reads behind found their points a round later
+  // Each trial is read about once per point (and when listed first and when it ends), not
+  // every round.
+  CHECK(reads < all_reads * 2 / 3);
+  CHECK(reads + skipped == all_reads);
+}
+
+TEST_CASE("a round is quiet only when the listing shows the trials as before, any key's "
+          "counts included",
+          "[sweep][runner]") {
+  fake_cluster c;
+  c.counting = true;
+  auto spec = spec_of(asha_yaml);
+  auto opt = make_optimizer(spec);
+  REQUIRE(opt);
+  runner r(spec, "SW", "/tmp", std::move(*opt), c);
+  int64_t now = 1000;
+  REQUIRE(r.round(now)); // starts the trials
+  CHECK_FALSE(r.quiet());
+  REQUIRE(r.round(now += 100));
+  REQUIRE(r.round(now += 100));
+  CHECK(r.quiet()); // nothing reported, nothing started
+  auto reads = c.reads;
+  c.loss = 5; // the trials report something the sweep does not follow
+  REQUIRE(r.round(now += 100));
+  CHECK_FALSE(r.quiet()); // they are at work: the driver keeps its pace
+  CHECK(c.reads == reads); // and reads nothing (the metric's counts did not move)
+  REQUIRE(r.round(now += 100));
+  CHECK(r.quiet());
+  c.tick(); // a point of the metric: read, taken in
+  REQUIRE(r.round(now += 100));
+  CHECK_FALSE(r.quiet());
+  CHECK(c.reads > reads);
 }

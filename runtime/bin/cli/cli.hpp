@@ -86,6 +86,8 @@ int run_sweep_drive();
 /// step (a retried job starts its series again): a sweep's trials, reproduce's comparison.
 expected<std::vector<std::pair<int64_t, double>>> metric_series(client& c, const std::string& id,
                                                                 const std::string& key);
+/// The same from a `show` reply asked with id_request::metric.
+std::vector<std::pair<int64_t, double>> metric_series(const show_reply& r);
 
 /// What to ship with a job (ship.cpp; docs/shipping.md).
 struct ship_request {

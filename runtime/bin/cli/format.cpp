@@ -40,7 +40,8 @@ json to_json(const job_summary& s) {
           {"updated_ms", s.updated_ms}, {"exit_code", s.exit_code},
           {"reason", s.reason},       {"owner", s.owner},
           {"ran_on", s.ran_on},       {"version", s.version},
-          {"params", s.params},       {"metrics", s.metrics}};
+          {"params", s.params},       {"metrics", s.metrics},
+          {"metric_counts", s.metric_counts}};
   if (!s.sweep.empty()) {
     j["sweep"] = s.sweep;
     j["trial"] = s.trial;

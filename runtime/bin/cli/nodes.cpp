@@ -119,11 +119,15 @@ expected<std::vector<std::pair<int64_t, double>>> metric_series(client& c, const
   auto r = c.call<show_reply>(verb::show, req);
   if (!r)
     return failure{"show " + id + ": " + r.error()};
+  return metric_series(*r);
+}
+
+std::vector<std::pair<int64_t, double>> metric_series(const show_reply& r) {
   int32_t attempt = 0;
-  for (auto& p : r->series)
+  for (auto& p : r.series)
     attempt = std::max(attempt, p.attempt);
   std::vector<std::pair<int64_t, double>> out;
-  for (auto& p : r->series)
+  for (auto& p : r.series)
     if (p.rank == 0 && p.attempt == attempt)
       out.push_back({p.step, p.value});
   std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.first < b.first; });

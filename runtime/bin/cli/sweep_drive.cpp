@@ -71,6 +71,7 @@ public:
   expected<std::vector<sweep::trial_job>> jobs() override {
     list_request req;
     req.sweep = sweep_;
+    req.metrics = true; // the point counts: a trial is read only when it reported more
     auto r = client_->call<list_reply>(verb::list, req);
     if (!r)
       return failure{"list: " + r.error()};
@@ -82,14 +83,25 @@ public:
       t.state = j.state;
       t.submitted_ms = j.submitted_ms;
       t.params = j.params;
+      t.counts = j.metric_counts;
+      t.counted = true;
       out.push_back(std::move(t));
     }
     return out;
   }
 
-  expected<std::vector<std::pair<int64_t, double>>> series(const std::string& id,
-                                                           const std::string& metric) override {
-    return metric_series(*client_, id, metric);
+  expected<sweep::metric_read> series(const std::string& id, const std::string& metric) override {
+    id_request req{id};
+    req.metric = metric;
+    auto r = client_->call<show_reply>(verb::show, req);
+    if (!r)
+      return failure{"show " + id + ": " + r.error()};
+    sweep::metric_read out;
+    out.points = metric_series(*r);
+    // The count from the same answer: the points read are at least those it counts.
+    auto h = r->metric_history.find(metric);
+    out.count = h == r->metric_history.end() ? 0 : h->second.count;
+    return out;
   }
 
   status stop(const std::string& id) override {
@@ -218,11 +230,13 @@ int run_sweep_drive() {
   int64_t reports = 0;
   std::string last_report;
   bool stopped = false;
+  int64_t pause_ms = 100, rounds = 0;
   while (true) {
     if (stop_asked && !stopped) {
       r.stop_all("the sweep was stopped");
       stopped = true;
     }
+    ++rounds;
     if (auto ok = r.round(now_ms()); !ok) {
       failing(ok.error());
       continue;
@@ -248,10 +262,17 @@ int run_sweep_drive() {
           + (p.best ? ", best " + spec->metric.name + " " + std::to_string(*p.best) + " (trial "
                         + std::to_string(p.best_trial) + ")"
                     : std::string{})
-          + (p.stopping.empty() ? "" : "; " + p.stopping));
+          + (p.stopping.empty() ? "" : "; " + p.stopping) + "; " + std::to_string(rounds)
+          + " rounds, trials' points read " + std::to_string(r.reads()) + " times, "
+          + std::to_string(r.skipped_reads()) + " reads skipped (nothing new listed)");
       return stopped ? 143 : 0;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // 0.1 s between rounds while something happens; after quiet rounds twice as long each
+    // time, up to half a second (a round costs the cluster a listing on every member, and a read
+    // of each trial that reported something new).
+    pause_ms = r.quiet() ? std::min<int64_t>(pause_ms * 2, 500) : 100;
+    for (int64_t slept = 0; slept < pause_ms && !stop_asked; slept += 50)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 

@@ -521,9 +521,12 @@ struct job_summary {
   std::string sweep;  ///< a trial's sweep ("" otherwise)
   int32_t trial = -1; ///< its number in the sweep
   bool driver = false; ///< a sweep's driver job
+  /// Points of each key, every rank and attempt (list_request.metrics; merged over the
+  /// members by the largest): a sweep's driver reads a trial's points only when it grew.
+  std::map<std::string, int64_t> metric_counts;
   MSGPACK_DEFINE_MAP(id, name, state, attempts, priority, cpus, gpus, submitted_ms, updated_ms,
                      exit_code, reason, owner, ran_on, version, holders, unavailable, final,
-                     params, metrics, sweep, trial, driver);
+                     params, metrics, sweep, trial, driver, metric_counts);
 };
 
 struct list_reply {

@@ -12,7 +12,7 @@
 //   (load)                          → vector<job_record>
 //   (load_tombstones)               → vector<job_id> (jobs deleted by `monkey rm`)
 //   (last_metrics, job_id)          → map<string, double>
-//   (last_metrics, vector<job_id>)  → map<job_id, map<string, double>> (jobs with metrics)
+//   (last_metrics, vector<job_id>)  → map<job_id, map<string, metric_stats>> (jobs with metrics)
 //   (metric_sum, job_id)            → map<string, metric_stats>
 //   (metric_sum, job_id, key, limit) → vector<metric_point> (the key's points in order)
 //   (metric_sum, vector<job_id>, limit) → vector<metric_point> (every point of the jobs)

@@ -24,8 +24,9 @@ void merge_rows(std::map<job_id, job_summary>& into, const std::vector<job_summa
     // Metrics come from the node that ran the job, which need not hold the standing copy.
     auto metrics = r.metrics.empty() ? it->second.metrics : r.metrics;
     // Point counts take the largest per key: the sweep driver reads a trial again when the
-    // listed count differs from the count of the series it last read (the latest attempt's
-    // node's), and a maximum over nodes never hides that series growing.
+    // listed count differs from the count of the series it last read. A read answered by a
+    // member behind the others can leave the two equal while the trial goes on reporting:
+    // the driver also reads every running trial every few seconds.
     auto counts = it->second.metric_counts;
     for (auto& [key, n] : r.metric_counts)
       counts[key] = std::max(counts[key], n);

@@ -10,6 +10,9 @@ namespace monkey::sweep {
 
 namespace {
 
+/// A running trial whose listed counts did not move is still read this often.
+constexpr int64_t read_at_least_every_ms = 5000;
+
 using json = nlohmann::json;
 
 std::string number_text(double v) {
@@ -330,7 +333,6 @@ status runner::round(int64_t now_ms) {
     }
   }
   bool active = activity != activity_;
-  activity_ = activity;
   // The new points of every followed trial go to the optimizer by step across the trials
   // (then by trial number), as they came about: a driver that fell behind (a busy node, a
   // slow answer, an adoption) decides as it would have live, rather than taking in one
@@ -341,6 +343,7 @@ status runner::round(int64_t now_ms) {
     std::vector<std::pair<int64_t, double>> points;
     size_t next = 0;
     bool superseded = false;
+    int64_t count = -1, resource_count = -1; ///< the point counts the read answered with
   };
   std::vector<followed> todo;
   for (auto& row : rows_) {
@@ -352,12 +355,16 @@ status runner::round(int64_t now_ms) {
     auto& by = spec_.algorithm.resource_metric;
     // Nothing new since the last read (the listing's counts): no read. A final job is read
     // once more: its last points reach its holders' journals before its final state does.
+    // And a running one at least every few seconds: the listing counts the most any member
+    // has, a read answers with one member's series, and the two may disagree for a while
+    // (a member that missed points while it was thought dead).
     auto listed = [&](const std::string& key) -> int64_t {
       auto& counts = it->second->counts;
       auto c = counts.find(key);
       return c == counts.end() ? 0 : c->second;
     };
     if (!is_final(it->second->state) && row.read_job == row.job && it->second->counted
+        && now_ms - row.read_ms < read_at_least_every_ms
         && listed(spec_.metric.name) == row.read_metric
         && (by.empty() || listed(by) == row.read_resource)) {
       ++skipped_;
@@ -367,17 +374,18 @@ status runner::round(int64_t now_ms) {
     auto points = cluster_.series(row.job, spec_.metric.name);
     if (!points)
       return failure{points.error()};
-    row.read_job = row.job;
-    row.read_metric = points->count;
+    int64_t resource_count = -1;
     if (!by.empty()) {
       // Read after the metric: a point reported with its resource in one report has both.
       auto resource = cluster_.series(row.job, by);
       if (!resource)
         return failure{resource.error()};
       points->points = with_resource(points->points, resource->points);
-      row.read_resource = resource->count;
+      resource_count = resource->count;
     }
     followed f{&row, it->second, std::move(points->points)};
+    f.count = points->count;
+    f.resource_count = resource_count;
     while (f.next < f.points.size() && f.points[f.next].first <= row.seen)
       ++f.next;
     todo.push_back(std::move(f));
@@ -405,6 +413,15 @@ status runner::round(int64_t now_ms) {
       return failure{id.error()}; // the next round's reconcile finds it, or submits again
     row.job = *id;
   }
+  // Every point read was taken in: the reads count as done (a round that failed before this
+  // reads the same trials again next time, and what was taken is skipped by its step).
+  for (auto& f : todo) {
+    f.row->read_job = f.job->id;
+    f.row->read_metric = f.count;
+    f.row->read_resource = f.resource_count;
+    f.row->read_ms = now_ms;
+  }
+  activity_ = activity;
   for (auto& f : todo)
     if (!f.superseded) {
       auto was = f.row->ended;

@@ -82,6 +82,7 @@ struct trial_row {
   /// saved: a new driver reads every trial once).
   std::string read_job;
   int64_t read_metric = -1, read_resource = -1;
+  int64_t read_ms = 0; ///< when (the round's clock)
 };
 
 /// Where a sweep stands.

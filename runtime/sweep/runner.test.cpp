@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 using namespace monkey;
@@ -39,6 +40,10 @@ public:
   int reads = 0;
   /// Points of another key (not the sweep's metric) each listed job has.
   int64_t loss = 0;
+  /// Reads of this job fail (a member that did not answer).
+  std::string failing;
+  /// The listing gives these counts for every job, whatever it has (a member behind).
+  std::optional<int64_t> frozen;
   std::vector<fake_job> jobs_;
 
   expected<std::string> submit(const job_spec& spec, const std::string& key) override {
@@ -73,12 +78,16 @@ public:
                                {"epoch", static_cast<int64_t>(j.points.size())}};
         if (loss > 0)
           out.back().counts["loss"] = loss;
+        if (frozen)
+          out.back().counts = {{"acc", *frozen}, {"epoch", *frozen}};
       }
     }
     return out;
   }
   expected<metric_read> series(const std::string& id, const std::string& metric) override {
     ++reads;
+    if (id == failing)
+      return failure{"show " + id + ": timed out"};
     for (auto& j : jobs_)
       if (j.row.id == id) {
         metric_read r;
@@ -506,4 +515,47 @@ TEST_CASE("a round is quiet only when the listing shows the trials as before, an
   REQUIRE(r.round(now += 100));
   CHECK_FALSE(r.quiet());
   CHECK(c.reads > reads);
+}
+
+TEST_CASE("a round that fails reads its trials again, and a running trial is read every few "
+          "seconds whatever the listing counts",
+          "[sweep][runner]") {
+  fake_cluster c;
+  c.counting = true;
+  auto spec = spec_of(R"(
+name: t
+trial: {command: [train, "{x}"]}
+space: {x: {type: uniform, low: 0, high: 1}}
+metric: {name: acc}
+algorithm: {name: random, seed: 3}
+budget: {trials: 2}
+parallel: 2
+)");
+  auto opt = make_optimizer(spec);
+  REQUIRE(opt);
+  runner r(spec, "SW", "/tmp", std::move(*opt), c);
+  int64_t now = 1000;
+  REQUIRE(r.round(now));
+  REQUIRE(c.jobs_.size() >= 2);
+  c.tick();
+  // The first trial's read succeeds, the second's fails: the round fails before the points
+  // reach the optimizer.
+  c.failing = c.jobs_[1].row.id;
+  CHECK_FALSE(r.round(now += 100));
+  CHECK(r.trials()[0].steps == 0);
+  c.failing.clear();
+  REQUIRE(r.round(now += 100)); // the same counts listed: both read again all the same
+  CHECK(r.trials()[0].steps == 1);
+  CHECK(r.trials()[1].steps == 1);
+  // A listing stuck at one point per trial while they go on reporting: no read until the
+  // last read is 5 s old, then one.
+  c.frozen = 1;
+  c.tick();
+  REQUIRE(r.round(now += 100));
+  CHECK(r.trials()[0].steps == 1);
+  REQUIRE(r.round(now += 4000));
+  CHECK(r.trials()[0].steps == 1);
+  REQUIRE(r.round(now += 1000));
+  CHECK(r.trials()[0].steps == 2);
+  CHECK(r.trials()[1].steps == 2);
 }

@@ -84,7 +84,9 @@ public:
       t.submitted_ms = j.submitted_ms;
       t.params = j.params;
       t.counts = j.metric_counts;
-      t.counted = true;
+      // A row with metrics but no counts came from a node that does not count them (an
+      // older version): its trials are read every round.
+      t.counted = j.metrics.empty() || !j.metric_counts.empty();
       out.push_back(std::move(t));
     }
     return out;

@@ -26,6 +26,7 @@
 #include "runtime/logging.hpp"
 #include "runtime/ownership.hpp"
 #include "runtime/ship/bundle.hpp"
+#include "runtime/supervision/supervisor.hpp"
 #include "runtime/wire/atoms.hpp"
 #include "runtime/wire/envelope.hpp"
 #include "runtime/wire/messages/client.hpp"
@@ -731,7 +732,7 @@ caf::behavior checkpoints_impl(checkpoints_actor* self, checkpoints_config cfg) 
   } else {
     st.log->error("{}: checkpoints cannot be replicated from this node", ep.error());
   }
-  self->system().registry().put(caf::atom_from_string(checkpoints_name), self);
+  register_as(self->system(), checkpoints_name, caf::actor_cast<caf::strong_actor_ptr>(self));
   self->set_down_handler([=](const caf::down_msg& dm) {
     auto& st = self->state;
     if (st.membership && st.membership.address() == dm.source) {

@@ -13,6 +13,7 @@
 #include "runtime/wire/atoms.hpp"
 #include "actors/checkpoints.hpp"
 #include "actors/messages.hpp"
+#include "actors/sweep/sweep_actor.hpp"
 #include "runtime/errc.hpp"
 #include "runtime/logging.hpp"
 #include "runtime/process/proc.hpp"
@@ -30,6 +31,9 @@ struct worker_state {
   int pid = 0;
   int pgid = 0;
   std::string cgroup;
+  caf::actor child;     ///< args.in_node: the sweep's optimizer actor
+  bool spawned = false; ///< the child runs (or ran)
+  std::string lost;     ///< an optimizer actor that ended without an exit code: why
   bool exited = false;
   std::string stop_reason; ///< "", "timeout", "cancelled", "stopped", "requeued"
   bool killed = false;     ///< SIGKILL sent after the grace period
@@ -242,6 +246,18 @@ void finish(worker_actor* self) {
   self->quit();
 }
 
+/// Starts the child: a process, or for a sweep's driver the sweep's optimizer actor (no
+/// process: its launch result names no pid).
+void start_child(worker_actor* self, launcher::spawn_callback on_spawned,
+                 launcher::exit_callback on_exit) {
+  auto& st = self->state;
+  if (!st.args.in_node)
+    return st.launch->spawn(st.args.request, on_spawned, on_exit);
+  st.child = spawn_sweep_actor(self->system(), st.args.request, caf::actor_cast<caf::actor>(self));
+  self->monitor(st.child);
+  on_spawned(launch_result{});
+}
+
 /// Makes the checkpoint directory, restores the newest checkpoint into it when the attempt
 /// asks for one, then starts the child.
 void restore_and_spawn(worker_actor* self, launcher::spawn_callback on_spawned,
@@ -249,7 +265,7 @@ void restore_and_spawn(worker_actor* self, launcher::spawn_callback on_spawned,
   auto& st = self->state;
   auto& ck = st.args.ckpt;
   if (ck.dir.empty())
-    return st.launch->spawn(st.args.request, on_spawned, on_exit);
+    return start_child(self, on_spawned, on_exit);
   std::error_code ec;
   std::filesystem::create_directories(ck.dir, ec);
   st.args.request.env.push_back("MONKEY_CHECKPOINT_DIR=" + ck.dir);
@@ -259,7 +275,7 @@ void restore_and_spawn(worker_actor* self, launcher::spawn_callback on_spawned,
       st.log->warn("job {} attempt {}: no checkpoint restored: the node's checkpoints actor is "
                    "not running",
                    st.args.job.short_str(), st.args.attempt);
-    return st.launch->spawn(st.args.request, on_spawned, on_exit);
+    return start_child(self, on_spawned, on_exit);
   }
   ckpt_restore_args a{st.args.job, ck.from, ck.dir};
   self->request(target, std::chrono::minutes(10), atoms::ckpt_restore::value, std::move(a))
@@ -274,7 +290,7 @@ void restore_and_spawn(worker_actor* self, launcher::spawn_callback on_spawned,
           st.args.request.env.push_back("MONKEY_CHECKPOINT_STEP=" + std::to_string(r.step));
           st.args.request.env.push_back("MONKEY_CHECKPOINT_JOB=" + r.source.str());
         }
-        st.launch->spawn(st.args.request, on_spawned, on_exit);
+        start_child(self, on_spawned, on_exit);
       },
       [=](caf::error& err) {
         launch_result res;
@@ -356,6 +372,9 @@ void begin_stop(worker_actor* self, const std::string& reason) {
   if (st.pid > 0) {
     signal_job(st.cgroup, st.pgid, SIGTERM);
     self->delayed_send(self, st.args.kill_grace, atoms::kill::value);
+  } else if (st.child) {
+    self->send(st.child, atoms::stop::value, reason);
+    self->delayed_send(self, st.args.kill_grace, atoms::kill::value);
   }
 }
 
@@ -367,7 +386,12 @@ attempt_result judge(worker_state& st, const exit_info& ex) {
            + signal_name(ex.term_signal) + ")";
   };
   std::string how = ex.term_signal ? sig_text() : "exit " + std::to_string(ex.exit_code);
-  if (st.stop_reason == "timeout") {
+  if (!st.lost.empty())
+    how = st.lost;
+  if (st.stop_reason.empty() && !st.lost.empty()) {
+    r.outcome = "failed";
+    r.cause = st.lost;
+  } else if (st.stop_reason == "timeout") {
     r.outcome = "timeout";
     r.cause = "timeout after " + std::to_string(static_cast<int64_t>(st.args.timeout_s))
               + " s (" + (st.killed ? "SIGKILL after the grace period" : how) + ")";
@@ -419,6 +443,18 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
   st.tokens = st.args.metric_rate * 10.0;
   caf::actor me = caf::actor_cast<caf::actor>(self);
   auto on_exit = [me](const exit_info& ex) { caf::anon_send(me, atoms::exited::value, ex); };
+  // An optimizer actor that ended without saying how (it died) ended like a killed child;
+  // one that said so said it first.
+  self->set_down_handler([=](const caf::down_msg& dm) {
+    auto& st = self->state;
+    if (!st.child || dm.source != st.child.address() || st.exited)
+      return;
+    st.lost = "the sweep's optimizer actor ended: " + describe(dm.reason);
+    st.log->warn("job {} attempt {}: {}", st.args.job.short_str(), st.args.attempt, st.lost);
+    exit_info ex;
+    ex.term_signal = SIGKILL;
+    self->send(self, atoms::exited::value, ex);
+  });
   auto arm_timeout = [self] {
     auto& st = self->state;
     if (st.args.timeout_s <= 0)
@@ -430,7 +466,14 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
   auto on_spawned = [me](const launch_result& res) {
     caf::anon_send(me, atoms::spawned::value, res);
   };
-  if (st.args.adopt && st.args.adopt_pid == 0) {
+  if (st.args.adopt && st.args.in_node) {
+    // A sweep's optimizer actor ended with the worker before this one.
+    st.lost = "the sweep's optimizer actor ended with its worker (the node's coordinator "
+              "restarted); the next attempt goes on from the checkpoint";
+    exit_info ex;
+    ex.term_signal = SIGKILL;
+    caf::anon_send(me, atoms::exited::value, ex);
+  } else if (st.args.adopt && st.args.adopt_pid == 0) {
     // Restarted before the pid was known: find the child by its log path.
     if (!st.launch->adopt_request(st.args.stdout_path, on_spawned, on_exit)) {
       exit_info ex;
@@ -442,6 +485,7 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
     st.pid = st.args.adopt_pid;
     st.pgid = st.args.pgid;
     st.cgroup = st.args.cgroup_dir;
+    st.spawned = true;
     if (!st.launch->adopt(st.pid, on_exit)) {
       // Gone without our launcher seeing it: nothing to report but that it was lost.
       exit_info ex;
@@ -474,6 +518,7 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
       st.pid = res.pid;
       st.pgid = res.pgid;
       st.cgroup = res.cgroup_dir;
+      st.spawned = true;
       self->send(st.coordinator, atoms::started::value, st.args.job, st.args.attempt, res);
       arm_timeout();
       if (!st.stop_reason.empty()) { // a stop arrived before the child ran
@@ -486,6 +531,8 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
     },
     [=](atoms::exited, const exit_info& ex) {
       auto& st = self->state;
+      if (st.exited) // an optimizer actor's end, and its down message after it
+        return;
       st.exited = true;
       scan_metrics(self);
       if (st.dropped_metrics > 0)
@@ -501,7 +548,7 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
     },
     [=](atoms::stop, const std::string& why) {
       auto& st = self->state;
-      if (st.pid == 0) { // not spawned yet: remember
+      if (!st.spawned) { // not spawned yet: remember
         if (st.stop_reason.empty())
           st.stop_reason = why;
         return;
@@ -514,6 +561,8 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
       if (!st.exited) {
         st.killed = true;
         signal_job(st.cgroup, st.pgid, SIGKILL);
+        if (st.child)
+          self->send_exit(st.child, caf::exit_reason::kill);
       }
     },
     [=](atoms::tick) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A worker runs one attempt of a command job: it asks the launcher for the child process
-// (or re-adopts a running one after a restart), enforces the timeout, stops the process
+// (or re-adopts a running one after a restart; a sweep's driver job runs no process: its
+// "child" is the sweep's optimizer actor in this node, actors/sweep/sweep_actor.hpp), enforces the timeout, stops the process
 // group on cancel (SIGTERM, grace, SIGKILL), turns `MONKEY_METRIC` lines of stdout into
 // metric records, saves its checkpoint directory on `MONKEY_CHECKPOINT` lines (and restores
 // the newest checkpoint before the child starts), and reports how the attempt ended to the
@@ -53,6 +54,10 @@ struct worker_args {
   /// starts (which then runs in the shipped working directory), removed when it ends.
   std::vector<shipment> ship;
   std::string ship_dir;
+  /// A sweep's driver job (job_spec::driver): the request starts the sweep's optimizer actor
+  /// in this node instead of a process. Such a child is never re-adopted: a restarted worker
+  /// reports it lost, and the job's next attempt goes on from its checkpoint.
+  bool in_node = false;
 };
 
 caf::actor spawn_worker(caf::actor_system& sys, worker_args args, caf::actor coordinator,

@@ -99,9 +99,9 @@ struct job_spec {
   /// "" and -1 otherwise (docs/sweeps.md).
   std::string sweep;
   int32_t trial = -1;
-  /// The job drives other jobs (a sweep's driver): its node gives it a session to the
-  /// cluster (MONKEY_NODE_ADDRESS, MONKEY_SESSION_KEY) with which it may submit, list, show
-  /// and stop jobs.
+  /// The job drives other jobs (a sweep's driver): the node that runs an attempt of it
+  /// runs the sweep's optimizer actor in itself instead of a process
+  /// (actors/sweep/sweep_actor.hpp); its command only names the sweep.
   bool driver = false;
   /// What is needed to run it again (runtime/provenance.hpp; `monkey reproduce`): git
   /// commit, uncommitted diff and its hash, versions; `reproduces`: the job it repeats.

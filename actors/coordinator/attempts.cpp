@@ -235,15 +235,6 @@ app_host_launch app_host_for(const coordinator_state& st, const job_record& rec,
 
 namespace {
 
-/// The MONKEY_TLS_* variables the node gives its app hosts (empty without TLS).
-std::map<std::string, std::string> tls_env_of(const std::map<std::string, std::string>& env) {
-  std::map<std::string, std::string> out;
-  for (auto& [k, v] : env)
-    if (k.rfind("MONKEY_TLS_", 0) == 0)
-      out[k] = v;
-  return out;
-}
-
 void start_attempt(coordinator_actor* self, const job_id& id) {
   auto& st = self->state;
   auto* rec = st.book.owned(id);
@@ -272,11 +263,6 @@ void start_attempt(coordinator_actor* self, const job_id& id) {
                             st.cfg.cgroup_base);
   add_device_speed(args.request, st.cfg.devices, rec->spec,
                    std::vector<int32_t>(gpus.begin(), gpus.end()));
-  if (rec->spec.driver) {
-    static const std::string runtime_dir = self_dir();
-    add_driver_session(args.request, st.cfg.address, driver_key(st.cfg.node_key, at.id.str()),
-                       tls_env_of(st.cfg.app_host_env), runtime_dir);
-  }
   if (!rec->spec.app.empty() || rec->spec.ranks() > 1) {
     std::vector<int32_t> ranks; // every rank on this node (for now)
     for (int32_t r = 0; r < rec->spec.ranks(); ++r)
@@ -412,6 +398,7 @@ worker_args worker_args_for(const coordinator_state& st, const job_record& rec,
     w.ckpt.from = *from;
   w.ckpt.restore = at.number > 1 || !w.ckpt.from.empty();
   w.ckpt.capture = rec.spec.app.empty();
+  w.in_node = rec.spec.driver; // a sweep: its optimizer actor runs in this node
   if (!rec.spec.ship.empty()) {
     w.ship = rec.spec.ship;
     w.ship_dir = scratch_dir(st, rec.id, at.number);

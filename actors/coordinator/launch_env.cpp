@@ -95,21 +95,6 @@ void add_device_speed(launch_request& req, const std::vector<devices::device_inf
     req.env.push_back("MONKEY_GFLOPS=" + std::to_string(gflops));
 }
 
-void add_driver_session(launch_request& req, const std::string& node_address,
-                        const std::string& session_key,
-                        const std::map<std::string, std::string>& tls_env,
-                        const std::string& runtime_dir) {
-  req.env.push_back("MONKEY_NODE_ADDRESS=" + node_address);
-  req.env.push_back("MONKEY_SESSION_KEY=" + session_key);
-  for (auto& [k, v] : tls_env)
-    req.env.push_back(k + "=" + v);
-  if (!req.argv.empty() && req.argv.front() == "monkey") {
-    auto here = runtime_dir + "/monkey";
-    if (::access(here.c_str(), X_OK) == 0)
-      req.argv.front() = here;
-  }
-}
-
 void add_app_host(launch_request& req, const job_record& rec, const attempt_record& at,
                   const app_host_launch& h) {
   req.argv = {h.executable.empty() ? "monkey-app-" + rec.spec.app : h.executable, "--host"};

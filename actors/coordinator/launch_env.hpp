@@ -51,15 +51,6 @@ struct app_host_launch {
 /// executable and `--host`; the environment adds MONKEY_APP, MONKEY_APP_RANKS,
 /// MONKEY_WORLD_SIZE, MONKEY_NODE_ADDRESS, MONKEY_APP_KEY, MONKEY_RANK_LOGS and `h.env`;
 /// OMP/OpenBLAS threads are the job's cpus per worker.
-/// A driver job's session to the cluster (job_spec::driver; a sweep's driver): the node's
-/// address (MONKEY_NODE_ADDRESS), the attempt's driver key (MONKEY_SESSION_KEY), the node's
-/// TLS files when it runs TLS (`tls_env`: MONKEY_TLS_*), and a first argument `monkey`
-/// resolved to the `monkey` next to `runtime_dir` when one is there.
-void add_driver_session(launch_request& req, const std::string& node_address,
-                        const std::string& session_key,
-                        const std::map<std::string, std::string>& tls_env,
-                        const std::string& runtime_dir);
-
 void add_app_host(launch_request& req, const job_record& rec, const attempt_record& at,
                   const app_host_launch& h);
 

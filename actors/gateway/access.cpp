@@ -79,15 +79,13 @@ bool verb_allowed(role r, verb v) {
     case verb::peer_ckpt_push:
     case verb::peer_ckpt_list:
       return r == role::node;
-    // Asked by clients, by routers of other nodes (forwarded submissions, queries), and by
-    // driver jobs (a sweep's driver starts, follows and stops its trials).
+    // Asked by clients and by routers of other nodes (forwarded submissions, queries).
     case verb::submit:
     case verb::list:
     case verb::show:
     case verb::logs:
     case verb::cancel:
     case verb::why:
-      return r == role::client || r == role::node || r == role::driver;
     case verb::drain:
     case verb::nodes:
     case verb::remove:

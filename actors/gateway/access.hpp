@@ -23,8 +23,7 @@ destination route_of(verb v);
 
 /// Whether a session that proved role `r` may send verb `v`. Clients send client verbs;
 /// nodes send the node-to-node verbs and the queries routers forward to each other; app
-/// hosts send only the app SDK's verbs; driver jobs submit, list, show, read logs and
-/// cancel or stop jobs.
+/// hosts send only the app SDK's verbs.
 bool verb_allowed(role r, verb v);
 
 } // namespace monkey

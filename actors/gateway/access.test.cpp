@@ -25,13 +25,8 @@ TEST_CASE("each role sends only its own verbs", "[gateway][access]") {
     CHECK(verb_allowed(role::client, v));
     CHECK(verb_allowed(role::node, v));
     CHECK_FALSE(verb_allowed(role::app, v));
-    CHECK(verb_allowed(role::driver, v) == (v != verb::remove));
     CHECK(route_of(v) == destination::router);
   }
-  // A driver job (a sweep's) follows its trials; nothing of the nodes' or the operator's.
-  for (auto v : {verb::drain, verb::remove, verb::tree, verb::kill_actor, verb::devices,
-                 verb::checkpoints, verb::peer_replicate, verb::app_report, verb::submit_tasks})
-    CHECK_FALSE(verb_allowed(role::driver, v));
   for (auto v : {verb::tree, verb::kill_actor, verb::submit_tasks}) {
     CHECK(verb_allowed(role::client, v));
     CHECK_FALSE(verb_allowed(role::node, v));
@@ -55,15 +50,14 @@ TEST_CASE("each role sends only its own verbs", "[gateway][access]") {
   CHECK(verb_allowed(role::client, verb::checkpoints));
   CHECK_FALSE(verb_allowed(role::app, verb::checkpoints));
   CHECK(route_of(verb::checkpoints) == destination::checkpoints);
-  // Shipping bundles: clients only (a driver's trials reuse what its client shipped).
+  // Shipping bundles: clients only (a sweep's trials reuse what its client shipped).
   for (auto v : {verb::ship_have, verb::ship_put}) {
     CHECK(verb_allowed(role::client, v));
-    CHECK_FALSE(verb_allowed(role::driver, v));
     CHECK_FALSE(verb_allowed(role::app, v));
     CHECK(route_of(v) == destination::checkpoints);
   }
   // The handshake is open to all, and status.
-  for (auto r : {role::client, role::node, role::app, role::driver}) {
+  for (auto r : {role::client, role::node, role::app}) {
     CHECK(verb_allowed(r, verb::hello));
     CHECK(verb_allowed(r, verb::auth));
     CHECK(verb_allowed(r, verb::status));

@@ -50,7 +50,6 @@ std::string key_of(const gateway_state& st, const challenge& c) {
   switch (c.claimed) {
     case role::node: return st.node_key;
     case role::app: return attempt_key(st.node_key, c.attempt);
-    case role::driver: return driver_key(st.node_key, c.attempt);
     default: return st.client_token;
   }
 }
@@ -68,10 +67,9 @@ caf::result<std::string> on_hello(gateway_actor* self, const caf::actor_addr& se
   auto r = parse_role(req->role);
   if (!r)
     return make_error(errc::bad_request, "hello: unknown role '" + req->role
-                                           + "' (client, node, app or driver)");
-  if ((*r == role::app || *r == role::driver) && req->attempt.empty())
-    return make_error(errc::bad_request, std::string("hello: an ") + to_string(*r)
-                                           + " session names its attempt");
+                                           + "' (client, node or app)");
+  if (*r == role::app && req->attempt.empty())
+    return make_error(errc::bad_request, "hello: an app session names its attempt");
   if (st.challenges.size() >= max_pending_challenges)
     return make_error(errc::busy, "too many unauthenticated clients; try again");
   hello_reply reply;

@@ -20,6 +20,7 @@
 #include "runtime/wire/messages/client.hpp"
 #include "runtime/net/net.hpp"
 #include "runtime/net/net_config.hpp"
+#include "runtime/supervision/supervisor.hpp"
 
 namespace monkey {
 
@@ -584,8 +585,7 @@ caf::behavior membership_impl(membership_actor* self, membership_config cfg) {
   st.log = logger("membership");
   st.table = std::make_unique<member_table>(cfg.self);
   st.cfg = std::move(cfg);
-  self->system().registry().put(caf::atom_from_string(membership_name),
-                                caf::actor_cast<caf::strong_actor_ptr>(self));
+  register_as(self->system(), membership_name, caf::actor_cast<caf::strong_actor_ptr>(self));
   self->set_down_handler([=](const caf::down_msg& dm) {
     auto& st = self->state;
     st.subscribers.erase(std::remove_if(st.subscribers.begin(), st.subscribers.end(),

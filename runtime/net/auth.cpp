@@ -96,7 +96,6 @@ const char* to_string(role r) {
     case role::client: return "client";
     case role::node: return "node";
     case role::app: return "app";
-    case role::driver: return "driver";
   }
   return "unknown";
 }
@@ -108,8 +107,6 @@ std::optional<role> parse_role(const std::string& text) {
     return role::node;
   if (text == "app")
     return role::app;
-  if (text == "driver")
-    return role::driver;
   return std::nullopt;
 }
 
@@ -123,10 +120,6 @@ std::string client_token(const std::string& secret) {
 
 std::string attempt_key(const std::string& node_key, const std::string& attempt_id) {
   return to_hex(hmac_sha256(node_key, "monkey-attempt-key-v1\n" + attempt_id));
-}
-
-std::string driver_key(const std::string& node_key, const std::string& attempt_id) {
-  return to_hex(hmac_sha256(node_key, "monkey-driver-key-v1\n" + attempt_id));
 }
 
 expected<std::string> load_token(const std::string& path) {

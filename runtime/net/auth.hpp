@@ -41,11 +41,10 @@ enum class role : uint8_t {
   client = 0, ///< the monkey CLI, the console, tests: client verbs only
   node = 1,   ///< another monkey-runtime: node-to-node verbs (and the queries nodes ask)
   app = 2,    ///< an app host, with a key of one attempt: the app SDK's verbs only
-  driver = 3, ///< a driver job (a sweep's), with a key of its attempt: submit, list, show, stop
 };
 
 const char* to_string(role r);
-/// "client", "node", "app" or "driver"; nullopt otherwise.
+/// "client", "node" or "app"; nullopt otherwise.
 std::optional<role> parse_role(const std::string& text);
 
 /// What a node proves to other nodes: HMAC(secret, "monkey-node-key-v1").
@@ -55,9 +54,6 @@ std::string node_key(const std::string& secret);
 std::string client_token(const std::string& secret);
 /// What the app host of one attempt proves: HMAC(node key, "monkey-attempt-key-v1\n" + id).
 std::string attempt_key(const std::string& node_key, const std::string& attempt_id);
-/// What a driver job's attempt proves (MONKEY_SESSION_KEY): HMAC(node key,
-/// "monkey-driver-key-v1\n" + id). Given only to jobs submitted as drivers.
-std::string driver_key(const std::string& node_key, const std::string& attempt_id);
 
 /// Reads a token file (64 hex digits); refuses a file readable by others.
 expected<std::string> load_token(const std::string& path);

@@ -275,4 +275,10 @@ caf::actor spawn_supervisor(caf::actor_system& sys, std::string name, supervisor
   return sys.spawn(supervisor_impl, std::move(name), flags, std::move(children));
 }
 
+void register_as(caf::actor_system& sys, const char* name, const caf::strong_actor_ptr& self) {
+  auto key = caf::atom_from_string(name);
+  sys.registry().erase(key);
+  sys.registry().put(key, self);
+}
+
 } // namespace monkey

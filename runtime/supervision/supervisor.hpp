@@ -70,4 +70,10 @@ std::string render_tree(const tree_node& root);
 caf::actor spawn_supervisor(caf::actor_system& sys, std::string name, supervisor_flags flags,
                             std::vector<child_spec> children);
 
+/// Registers `self` under `name` in the actor system's registry, replacing whatever is
+/// there. CAF 0.17's `registry().put` keeps an existing entry, and never removes the entry
+/// of an actor that ended: a restarted actor that only put itself would leave its dead
+/// predecessor registered, and every lookup by name would reach that one.
+void register_as(caf::actor_system& sys, const char* name, const caf::strong_actor_ptr& self);
+
 } // namespace monkey

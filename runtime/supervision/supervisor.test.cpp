@@ -255,3 +255,25 @@ TEST_CASE("kill by path reaches a nested child", "[runtime][supervisor]") {
                   caf::after(std::chrono::seconds(0)) >> [] {});
   CHECK_THAT(err, Catch::Contains("no actor 'nobody'"));
 }
+
+TEST_CASE("a restarted actor registered by name replaces its dead predecessor",
+          "[runtime][supervisor]") {
+  fixture f;
+  auto idle = [](caf::event_based_actor*) -> caf::behavior {
+    return {[](int) {}};
+  };
+  auto key = caf::atom_from_string("registered");
+  auto first = f.sys.spawn(idle);
+  register_as(f.sys, "registered", caf::actor_cast<caf::strong_actor_ptr>(first));
+  caf::anon_send_exit(first, caf::exit_reason::kill);
+  f.sched.run();
+  auto second = f.sys.spawn(idle);
+  // The trap: CAF 0.17's put keeps the dead one.
+  f.sys.registry().put(key, caf::actor_cast<caf::strong_actor_ptr>(second));
+  CHECK(f.sys.registry().get(key) == caf::actor_cast<caf::strong_actor_ptr>(first));
+  register_as(f.sys, "registered", caf::actor_cast<caf::strong_actor_ptr>(second));
+  CHECK(f.sys.registry().get(key) == caf::actor_cast<caf::strong_actor_ptr>(second));
+  caf::anon_send_exit(second, caf::exit_reason::kill);
+  f.sched.run();
+  f.sys.registry().erase(key);
+}

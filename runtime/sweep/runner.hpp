@@ -5,8 +5,8 @@
 // optimizer, stops the trials it says to stop, continues PBT's exploited trials from another
 // trial's checkpoint, starts new trials while the budget allows, and saves its whole state
 // (the optimizer's and every trial's) so that the driver's next attempt, on any node, goes
-// on where this one was. Plain C++: the cluster is an interface (the driver's session in
-// `monkey sweep drive`, a fake in runner.test.cpp).
+// on where this one was. Plain C++: the cluster is an interface (the client verbs, asked of
+// the node's router by the sweep's optimizer actor: drive.hpp; a fake in runner.test.cpp).
 //
 // Exactly the budget's trials, none repeated: trial n is submitted with the client key
 // SWEEP-n (a retried submit creates nothing new), and the state naming trial n is saved

@@ -3,8 +3,9 @@
 shows the first trials; bad files are refused naming the line and the field. Running sweeps
 on a local cluster of real nodes: an ASHA sweep of real command jobs (trials placed on every
 node, the weak ones stopped at a rung and ending `stopped`, the progress bar, status and
-best), kill -9 of the node running the sweep's driver (the sweep finishes with exactly its
-budget's trials, none repeated), and `sweep stop`."""
+best), kill -9 and a clean stop of the node running the sweep's optimizer actor (the sweep
+finishes with exactly its budget's trials, none repeated; none stopped by the clean stop),
+and `sweep stop`."""
 import json
 import os
 import subprocess
@@ -227,34 +228,72 @@ parallel: 2
     check(any(t["state"] == "stopped" for t in rows), f"ASHA stopped a weak trial: {rows}")
 
 
-def driver_node_killed(c):
-    """kill -9 of the node running the sweep's driver, mid-sweep: the driver's job is adopted
-    by a survivor, goes on from its saved state, and the sweep finishes with exactly its 8
-    trials, each one job (none repeated), the ones finished before the kill kept."""
-    nodes_up(c, 3)
+def sweep_through(c, nodes, seed, trials, max_t, act, what):
+    """A random sweep of `trials` trials, 2 in parallel, on `nodes` nodes; once two trials
+    have finished, `act(host)` on the node running its optimizer actor; the sweep's final
+    record, its trials, and those that had finished before `act`."""
+    nodes_up(c, nodes)
     tmp = tempfile.mkdtemp(dir=c.home)
-    path = sweep_files(tmp, "{name: random, seed: 9}", "{trials: 8}", 2, 0.3, max_t=5)
+    path = sweep_files(tmp, f"{{name: random, seed: {seed}}}", f"{{trials: {trials}}}", 2, 0.3,
+                       max_t=max_t)
     sweep = c.monkey("sweep", "start", path).stdout.strip()
     wait_until(lambda: sum(t["state"] == "succeeded" for t in trials_of(c, sweep)) >= 2, 90,
                "two trials to finish")
     before = {t["trial"]: t["id"] for t in trials_of(c, sweep) if t["state"] == "succeeded"}
-    driver = c.show(sweep)
     ids = node_ids(c)
-    host = next(n for n, i in ids.items() if i == driver["attempts"][-1]["node"])
-    c.kill9(host)
-    c.env["MONKEY_ADDRESS"] = ",".join(n["address"] for k, n in c.nodes.items() if k != host)
+    host = next(n for n, i in ids.items() if i == c.show(sweep)["attempts"][-1]["node"])
+    act(host)
     end = wait_until(lambda: (lambda s: s if s["state"] in ("succeeded", "failed", "cancelled",
                                                              "lost") else None)(c.show(sweep)),
-                     180, "the sweep to finish after its driver's node died")
+                     180, f"the sweep to finish after {what}")
     check(end["state"] == "succeeded", f"driver: {end['state']} {end.get('reason')}")
-    check(len(end["attempts"]) >= 2, "the driver ran again elsewhere")
-    trials = trials_of(c, sweep)
-    numbers = sorted(t["trial"] for t in trials)
-    check(numbers == list(range(8)), f"exactly 8 trials, none repeated: {numbers}")
-    for t in trials:
+    check(len(end["attempts"]) >= 2, "the optimizer ran again")
+    runs = trials_of(c, sweep)
+    numbers = sorted(t["trial"] for t in runs)
+    check(numbers == list(range(trials)), f"exactly {trials} trials, none repeated: {numbers}")
+    return end, runs, before
+
+
+def leave(c, host, how):
+    """Stops `host` (`how`: kill9 or stop) and talks to the others from then on."""
+    how(host)
+    c.env["MONKEY_ADDRESS"] = ",".join(n["address"] for k, n in c.nodes.items() if k != host)
+
+
+def driver_node_killed(c):
+    """kill -9 of the node running the sweep's optimizer actor, mid-sweep: the driver's job is
+    adopted by a survivor, goes on from its saved state, and the sweep finishes with exactly
+    its 8 trials, each one job (none repeated), the ones finished before the kill kept."""
+    _, runs, before = sweep_through(c, 3, 9, 8, 5, lambda h: leave(c, h, c.kill9),
+                                    "its node died")
+    for t in runs:
         check(t["state"] in ("succeeded", "lost"), f"trial {t['trial']}: {t['state']}")
     for n, i in before.items():
-        check(any(t["id"] == i for t in trials), f"trial {n} finished before the kill is kept")
+        check(any(t["id"] == i for t in runs), f"trial {n} finished before the kill is kept")
+
+
+def driver_node_stopped(c):
+    """A clean stop (SIGTERM) of the node running the sweep's optimizer actor, mid-sweep: its
+    running jobs are requeued, and the sweep's goes on elsewhere from its saved state — its
+    trials are not stopped (a shutdown is not `sweep stop`) and the sweep finishes with
+    exactly its 8 trials, none stopped, none repeated."""
+    _, runs, _ = sweep_through(c, 3, 4, 8, 5, lambda h: leave(c, h, c.stop), "its node stopped")
+    for t in runs:
+        check(t["state"] == "succeeded", f"trial {t['trial']}: {t['state']} (not stopped)")
+
+
+def optimizer_coordinator_restarted(c):
+    """The coordinator of the node running the sweep's optimizer actor is killed (its
+    supervisor restarts it, and the checkpoints actor after it): the optimizer actor ends
+    with its worker, the attempt says so, and the next attempt restores the checkpoint on
+    the restarted actors and finishes the sweep with exactly its 6 trials."""
+    def kill_coordinator(host):
+        env = dict(c.env, MONKEY_ADDRESS=c.nodes[host]["address"])
+        c.monkey("kill", "core/coordinator", env=env)
+    end, _, _ = sweep_through(c, 2, 5, 6, 4, kill_coordinator, "its coordinator restarted")
+    first = end["attempts"][0]
+    check("optimizer actor ended" in str(first),
+          f"the first attempt says its optimizer ended: {first}")
 
 
 def pbt_exploits_through_checkpoints(c):
@@ -313,5 +352,6 @@ def stop_a_sweep(c):
 
 if __name__ == "__main__":
     run(check_shows_the_first_trials, bad_files_name_the_line_and_field,
-        asha_sweep_of_command_jobs, asha_over_app_trials_by_epoch, driver_node_killed, pbt_exploits_through_checkpoints,
+        asha_sweep_of_command_jobs, asha_over_app_trials_by_epoch, driver_node_killed,
+        driver_node_stopped, optimizer_coordinator_restarted, pbt_exploits_through_checkpoints,
         stop_a_sweep)

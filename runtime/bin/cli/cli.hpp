@@ -79,8 +79,6 @@ verb_def add_rm(CLI::App& app);
 verb_def add_checkpoints(CLI::App& app);
 verb_def add_sweep(CLI::App& app);
 verb_def add_reproduce(CLI::App& app);
-/// `monkey sweep drive`: a sweep's driver job (sweep_drive.cpp).
-int run_sweep_drive();
 
 /// The points of metric `key` of job `id` that rank 0 of its newest attempt reported, by
 /// step (a retried job starts its series again): a sweep's trials, reproduce's comparison.

@@ -8,6 +8,8 @@
 #include <map>
 #include <thread>
 
+#include "runtime/sweep/drive.hpp"
+
 namespace monkey::cli {
 
 namespace {
@@ -123,15 +125,7 @@ expected<std::vector<std::pair<int64_t, double>>> metric_series(client& c, const
 }
 
 std::vector<std::pair<int64_t, double>> metric_series(const show_reply& r) {
-  int32_t attempt = 0;
-  for (auto& p : r.series)
-    attempt = std::max(attempt, p.attempt);
-  std::vector<std::pair<int64_t, double>> out;
-  for (auto& p : r.series)
-    if (p.rank == 0 && p.attempt == attempt)
-      out.push_back({p.step, p.value});
-  std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.first < b.first; });
-  return out;
+  return sweep::newest_series(r);
 }
 
 std::map<std::string, std::string> node_names(context& ctx) {

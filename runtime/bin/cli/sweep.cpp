@@ -2,7 +2,8 @@
 // monkey sweep check|start|list|status|best|stop (docs/sweeps.md): reads a sweep file the way
 // its driver will (a bad file gets the error naming its line and field before anything
 // runs), starts it as a driver job that runs its trials as ordinary jobs, and shows and
-// stops running sweeps. The driver itself is `monkey sweep drive` (sweep_drive.cpp).
+// stops running sweeps. The driver's attempts run inside the nodes
+// (actors/sweep/sweep_actor.hpp, runtime/sweep/drive.hpp).
 #include "runtime/bin/cli/cli.hpp"
 
 #include <fstream>
@@ -272,7 +273,7 @@ int start_sweep(context& ctx, const std::string& path, bool wait) {
     return fail(path + ": algorithm.name: " + opt.error(), exit_usage);
   job_spec spec;
   spec.name = "sweep:" + file->spec.name;
-  spec.command = {"monkey", "sweep", "drive"};
+  spec.command = {"sweep", file->spec.name}; // run by the node's optimizer actor, not exec'd
   spec.driver = true;
   spec.cpus = 0; // the driver holds no slot: its trials do
   spec.retries = 20;
@@ -523,8 +524,6 @@ verb_def add_sweep(CLI::App& app) {
   auto* stop = s->add_subcommand("stop", "stop a sweep: its running trials end stopped, no "
                                          "more start");
   stop->add_option("ID", o->id, "the sweep")->required();
-  auto* drive = s->add_subcommand("drive", "");
-  drive->group(""); // the driver job's own command (hidden)
   s->require_subcommand(1);
   return {s,
           [=](context& ctx) {
@@ -538,9 +537,7 @@ verb_def add_sweep(CLI::App& app) {
               return status_sweep(ctx, o->id, false);
             if (best->parsed())
               return status_sweep(ctx, o->id, true);
-            if (stop->parsed())
-              return stop_sweep(ctx, o->id);
-            return run_sweep_drive();
+            return stop_sweep(ctx, o->id);
           },
           false, false};
 }

@@ -2,6 +2,7 @@
 #include "actors/worker.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <fcntl.h>
 #include <filesystem>
@@ -32,6 +33,7 @@ struct worker_state {
   int pgid = 0;
   std::string cgroup;
   caf::actor child;     ///< args.in_node: the sweep's optimizer actor
+  abandon_flag abandoned = std::make_shared<std::atomic<bool>>(false); ///< for the child
   bool spawned = false; ///< the child runs (or ran)
   std::string lost;     ///< an optimizer actor that ended without an exit code: why
   bool exited = false;
@@ -56,6 +58,8 @@ struct worker_state {
   attempt_result outcome;
   int64_t resumed_step = -1;
   std::string resumed_from;
+  /// However the worker ends, an optimizer actor it started stops asking the cluster.
+  ~worker_state() { *abandoned = true; }
   static inline const char* name = "worker";
 };
 
@@ -253,9 +257,11 @@ void start_child(worker_actor* self, launcher::spawn_callback on_spawned,
   auto& st = self->state;
   if (!st.args.in_node)
     return st.launch->spawn(st.args.request, on_spawned, on_exit);
-  st.child = spawn_sweep_actor(self->system(), st.args.request, caf::actor_cast<caf::actor>(self));
-  self->monitor(st.child);
+  // `spawned` first: the actor may end (a sweep that does not read) before it is handled.
   on_spawned(launch_result{});
+  st.child = spawn_sweep_actor(self->system(), st.args.request, caf::actor_cast<caf::actor>(self),
+                               st.abandoned);
+  self->monitor(st.child);
 }
 
 /// Makes the checkpoint directory, restores the newest checkpoint into it when the attempt
@@ -373,6 +379,8 @@ void begin_stop(worker_actor* self, const std::string& reason) {
     signal_job(st.cgroup, st.pgid, SIGTERM);
     self->delayed_send(self, st.args.kill_grace, atoms::kill::value);
   } else if (st.child) {
+    if (reason == "requeued") // its trials run on: it ends without another request
+      *st.abandoned = true;
     self->send(st.child, atoms::stop::value, reason);
     self->delayed_send(self, st.args.kill_grace, atoms::kill::value);
   }
@@ -389,7 +397,9 @@ attempt_result judge(worker_state& st, const exit_info& ex) {
   if (!st.lost.empty())
     how = st.lost;
   if (st.stop_reason.empty() && !st.lost.empty()) {
-    r.outcome = "failed";
+    // Ended with a worker before this one: requeued, as a re-adopted child would have run
+    // on; died by itself: failed.
+    r.outcome = st.args.adopt ? "requeued" : "failed";
     r.cause = st.lost;
   } else if (st.stop_reason == "timeout") {
     r.outcome = "timeout";
@@ -468,8 +478,8 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
   };
   if (st.args.adopt && st.args.in_node) {
     // A sweep's optimizer actor ended with the worker before this one.
-    st.lost = "the sweep's optimizer actor ended with its worker (the node's coordinator "
-              "restarted); the next attempt goes on from the checkpoint";
+    st.lost = "the sweep's optimizer actor ended with its worker (the node's coordinator or "
+              "the worker restarted); requeued, the next attempt goes on from the checkpoint";
     exit_info ex;
     ex.term_signal = SIGKILL;
     caf::anon_send(me, atoms::exited::value, ex);
@@ -561,8 +571,10 @@ caf::behavior worker_impl(worker_actor* self, worker_args args, caf::actor coord
       if (!st.exited) {
         st.killed = true;
         signal_job(st.cgroup, st.pgid, SIGKILL);
-        if (st.child)
+        if (st.child) {
+          *st.abandoned = true;
           self->send_exit(st.child, caf::exit_reason::kill);
+        }
       }
     },
     [=](atoms::tick) {

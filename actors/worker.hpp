@@ -55,8 +55,9 @@ struct worker_args {
   std::vector<shipment> ship;
   std::string ship_dir;
   /// A sweep's driver job (job_spec::driver): the request starts the sweep's optimizer actor
-  /// in this node instead of a process. Such a child is never re-adopted: a restarted worker
-  /// reports it lost, and the job's next attempt goes on from its checkpoint.
+  /// in this node instead of a process. Such a child is never re-adopted: it ends with its
+  /// worker, a restarted worker reports the attempt requeued (no retry charged), and the
+  /// job's next attempt goes on from its checkpoint.
   bool in_node = false;
 };
 

@@ -251,6 +251,9 @@ caf::result<std::string> kill_worker(coordinator_actor* self, const std::string&
     caf::anon_send_exit(run.worker, caf::exit_reason::user_shutdown);
     auto* rec = self->state.book.owned(id);
     // The same form as the supervisors' answer (runtime/supervision/supervisor.cpp).
+    if (rec && rec->spec.driver)
+      return "killed " + shown + " (#" + std::to_string(run.worker.id())
+             + "); the sweep's optimizer actor ends with it, and the attempt is requeued";
     return "killed " + shown + " (#" + std::to_string(run.worker.id())
            + "); its supervisor coordinator restarts it and it re-adopts pid "
            + std::to_string(rec ? rec->attempts.back().pid : 0);

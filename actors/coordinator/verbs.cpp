@@ -72,8 +72,9 @@ std::string why_text(coordinator_state& st, const job_record& rec) {
         return st.view.minority_text() + ": it starts no new attempts until it heals";
       return explain_wait(st, rec.id);
     case job_state::running:
-      return "running attempt " + std::to_string(rec.attempts.back().number) + " (pid "
-             + std::to_string(rec.attempts.back().pid) + ")";
+      return "running attempt " + std::to_string(rec.attempts.back().number)
+             + (rec.spec.driver ? " (the sweep's optimizer actor in its node)"
+                                : " (pid " + std::to_string(rec.attempts.back().pid) + ")");
     default:
       if (st.finals.count(rec.id))
         return std::string("finished: ") + to_string(rec.state) + " (" + rec.reason
@@ -188,8 +189,10 @@ void on_cancel(coordinator_actor* self, caf::response_promise rp, const id_reque
     self->send(run.worker, atoms::stop::value, how);
   else
     run.stop_pending = how;
-  rp.deliver(reply(text_reply{std::string(req.stop ? "stopping " : "cancelling ") + id->short_str()
-                              + " (SIGTERM to its process group, SIGKILL after the grace period)"}));
+  rp.deliver(reply(text_reply{
+    std::string(req.stop ? "stopping " : "cancelling ") + id->short_str()
+    + (rec->spec.driver ? " (its optimizer actor stops the sweep's running trials, then ends)"
+                        : " (SIGTERM to its process group, SIGKILL after the grace period)")}));
 }
 
 namespace {

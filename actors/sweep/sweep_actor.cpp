@@ -18,8 +18,11 @@ namespace monkey {
 
 namespace {
 
-/// How long one verb may take (a listing fans out to every member; a submit replicates).
-constexpr std::chrono::seconds verb_timeout{15};
+/// How long one verb may take: a submit may try three owners (8 s each) and replicates, a
+/// listing fans out to every member; as long as a client's session allows.
+constexpr std::chrono::seconds verb_timeout{30};
+/// How long the node's root supervisor may take to name its router.
+constexpr std::chrono::seconds lookup_timeout{5};
 
 /// A file the actor appends lines to (the attempt's stdout or stderr).
 class line_file {
@@ -48,6 +51,7 @@ private:
 struct sweep_actor_state {
   launch_request req;
   caf::actor worker;
+  abandon_flag abandoned;
   caf::actor router; ///< the node's router (found through the root supervisor)
   std::unique_ptr<line_file> out, err;
   std::unique_ptr<sweep::driver> drive;
@@ -69,7 +73,7 @@ expected<caf::actor> router_of(sweep_actor* self) {
     return failure{"the node's supervision tree is not running"};
   caf::scoped_actor sa{self->system()};
   expected<caf::actor> out = failure{"the node's router did not answer"};
-  sa->request(root, verb_timeout, atoms::which::value, std::string(router_path))
+  sa->request(root, lookup_timeout, atoms::which::value, std::string(router_path))
     .receive([&](const caf::actor& r) { out = r; },
              [&](caf::error& err) { out = failure{"the node's router: " + describe(err)}; });
   if (out)
@@ -79,6 +83,8 @@ expected<caf::actor> router_of(sweep_actor* self) {
 
 /// One client verb, asked of the node's router as a client's session would.
 expected<std::string> call(sweep_actor* self, verb v, const std::string& body) {
+  if (*self->state.abandoned)
+    return failure{"the attempt is over"};
   auto router = router_of(self);
   if (!router)
     return failure{router.error()};
@@ -106,10 +112,12 @@ void report(sweep_actor* self, int code) {
   self->quit();
 }
 
-caf::behavior sweep_actor_impl(sweep_actor* self, launch_request req, caf::actor worker) {
+caf::behavior sweep_actor_impl(sweep_actor* self, launch_request req, caf::actor worker,
+                               abandon_flag abandoned) {
   auto& st = self->state;
   st.req = std::move(req);
   st.worker = std::move(worker);
+  st.abandoned = std::move(abandoned);
   st.log = logger("sweep");
   st.out = std::make_unique<line_file>(st.req.stdout_path);
   st.err = std::make_unique<line_file>(st.req.stderr_path);
@@ -144,8 +152,8 @@ caf::behavior sweep_actor_impl(sweep_actor* self, launch_request req, caf::actor
   return {
     [=](atoms::tick) {
       auto& st = self->state;
-      if (st.reported)
-        return;
+      if (st.reported || *st.abandoned)
+        return; // its stop, kill or worker's down is on its way
       auto next = st.drive->tick(now_ms());
       if (next.done)
         return report(self, next.code);
@@ -164,8 +172,10 @@ caf::behavior sweep_actor_impl(sweep_actor* self, launch_request req, caf::actor
 
 } // namespace
 
-caf::actor spawn_sweep_actor(caf::actor_system& sys, launch_request req, caf::actor worker) {
-  return sys.spawn<caf::detached>(sweep_actor_impl, std::move(req), std::move(worker));
+caf::actor spawn_sweep_actor(caf::actor_system& sys, launch_request req, caf::actor worker,
+                             abandon_flag abandoned) {
+  return sys.spawn<caf::detached>(sweep_actor_impl, std::move(req), std::move(worker),
+                                  std::move(abandoned));
 }
 
 } // namespace monkey

@@ -22,14 +22,24 @@
 //                         (cancelled, timeout): stop the running trials, start no more, end
 // It ends with its worker (monitored): a worker that dies leaves no optimizer running.
 
+#include <atomic>
+#include <memory>
+
 #include <caf/fwd.hpp>
 
 #include "runtime/process/launcher.hpp"
 
 namespace monkey {
 
+/// Set by the worker when the attempt is over for the actor whatever it is doing (requeued,
+/// killed after the grace period, the worker gone): a round in progress then fails at its
+/// next request instead of going on with a stale attempt's submits and stops, and the
+/// actor handles its stop or its worker's down at once.
+using abandon_flag = std::shared_ptr<std::atomic<bool>>;
+
 /// `req`: the attempt's launch request as the worker would start a child with it (its
 /// environment, working directory and stdout/stderr files).
-caf::actor spawn_sweep_actor(caf::actor_system& sys, launch_request req, caf::actor worker);
+caf::actor spawn_sweep_actor(caf::actor_system& sys, launch_request req, caf::actor worker,
+                             abandon_flag abandoned);
 
 } // namespace monkey

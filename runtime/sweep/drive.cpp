@@ -34,8 +34,10 @@ std::string value_of(const std::map<std::string, std::string>& env, const char* 
 
 std::string wall_clock(int64_t ms) {
   time_t t = ms / 1000;
+  struct tm local {};
+  localtime_r(&t, &local); // one optimizer actor per sweep, each on a thread of its own
   char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &local);
   return buf;
 }
 

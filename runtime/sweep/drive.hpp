@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // One attempt of a sweep's driver job, as the node's sweep optimizer actor runs it
-// (actors/sweep_actor.hpp; docs/sweeps.md, "How a sweep runs"): reads the sweep from the
+// (actors/sweep/sweep_actor.hpp; docs/sweeps.md, "How a sweep runs"): reads the sweep from the
 // job's environment, goes on from the job's checkpoint (the runner's saved state) when there
 // is one, and runs rounds until the sweep is finished. It speaks to the cluster through the
 // client verbs (submit, list, show, cancel), and to its job as a command job's child does:
@@ -60,7 +60,7 @@ public:
   };
   /// From the driver job's environment (MONKEY_JOB_ID, MONKEY_SWEEP_FILE, ...;
   /// docs/sweeps.md); `workdir`: the job's working directory. An error says what is wrong
-  /// (the attempt then ends with exit_usage).
+  /// (the optimizer actor then ends the attempt with exit code 64: it fails).
   static expected<std::unique_ptr<driver>> from_env(const std::map<std::string, std::string>& env,
                                                     const std::string& workdir, verb_call call,
                                                     sinks out);

@@ -120,7 +120,7 @@ public:
   /// One round at wall-clock time `now_ms`: follow, decide, start. An error leaves the
   /// state as it was for the next round (a call that did not get through).
   status round(int64_t now_ms);
-  /// Starts no more trials and stops the running ones (`sweep stop`, a SIGTERM).
+  /// Starts no more trials and stops the running ones (`sweep stop`: the job cancelled).
   void stop_all(const std::string& why);
   /// The last round took in no point, started no trial, and the listing showed the same
   /// states and point counts (every key) as the round before (the driver waits longer

@@ -285,15 +285,16 @@ def driver_node_stopped(c):
 def optimizer_coordinator_restarted(c):
     """The coordinator of the node running the sweep's optimizer actor is killed (its
     supervisor restarts it, and the checkpoints actor after it): the optimizer actor ends
-    with its worker, the attempt says so, and the next attempt restores the checkpoint on
-    the restarted actors and finishes the sweep with exactly its 6 trials."""
+    with its worker, the attempt says so and is requeued (no retry charged), and the next
+    attempt restores the checkpoint on the restarted actors and finishes the sweep with
+    exactly its 6 trials."""
     def kill_coordinator(host):
         env = dict(c.env, MONKEY_ADDRESS=c.nodes[host]["address"])
         c.monkey("kill", "core/coordinator", env=env)
     end, _, _ = sweep_through(c, 2, 5, 6, 4, kill_coordinator, "its coordinator restarted")
     first = end["attempts"][0]
-    check("optimizer actor ended" in str(first),
-          f"the first attempt says its optimizer ended: {first}")
+    check("optimizer actor ended" in str(first) and first.get("outcome") == "requeued",
+          f"the first attempt says its optimizer ended, and was requeued: {first}")
 
 
 def pbt_exploits_through_checkpoints(c):

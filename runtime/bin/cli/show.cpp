@@ -100,12 +100,19 @@ int run_show(context& ctx, const std::string& id, const std::string& metric) {
     auto what = a.cause.empty() ? std::string(a.outcome == "running" ? "since " : "")
                                     + clock_time(a.started_ms)
                                 : a.cause;
-    // A gang across nodes has no process of its own on its owner: no pid to show.
+    // A gang across nodes has no process of its own on its owner: no pid to show. A
+    // sweep's driver runs as an actor in its node: no process at all.
     auto pid = a.pid > 0 ? "pid " + std::to_string(a.pid) + ", " : std::string{};
-    std::printf("attempt %d on %s [%s] %s: %s; %smax rss %lld KB, cpu %.2fs, %s → %s\n",
-                a.number, name_of(names, a.id.node.str()).c_str(), a.id.str().c_str(),
-                a.outcome.c_str(), what.c_str(), pid.c_str(), static_cast<long long>(a.max_rss_kb),
-                a.cpu_s, clock_time(a.started_ms).c_str(), clock_time(a.ended_ms).c_str());
+    char usage[96] = "";
+    if (rec.spec.driver)
+      std::snprintf(usage, sizeof(usage), "optimizer actor in the node");
+    else
+      std::snprintf(usage, sizeof(usage), "max rss %lld KB, cpu %.2fs",
+                    static_cast<long long>(a.max_rss_kb), a.cpu_s);
+    std::printf("attempt %d on %s [%s] %s: %s; %s%s, %s → %s\n", a.number,
+                name_of(names, a.id.node.str()).c_str(), a.id.str().c_str(), a.outcome.c_str(),
+                what.c_str(), pid.c_str(), usage, clock_time(a.started_ms).c_str(),
+                clock_time(a.ended_ms).c_str());
     if (a.resumed_step >= 0)
       std::printf("  resumed from checkpoint step %lld%s\n", static_cast<long long>(a.resumed_step),
                   a.resumed_from == rec.id.str() ? ""

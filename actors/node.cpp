@@ -87,6 +87,7 @@ std::vector<child_spec> core_children(const node_setup& setup,
                   restart_policy::permanent, true});
   router_config rc;
   rc.node = cfg.node;
+  rc.joining = !setup.seeds.empty();
   core.push_back({"router",
                   [rc](caf::actor_system& s, const sibling_map& siblings) {
                     return spawn_router(s, rc, siblings.at("coordinator"), siblings.at("tasks"));

@@ -28,6 +28,12 @@ constexpr auto forward_deadline = std::chrono::seconds(2);
 constexpr auto query_timeout = std::chrono::seconds(10);
 /// Owners tried for one submission before the entry node accepts it itself.
 constexpr size_t owners_tried = 3;
+/// A node that joins through seeds holds its clients' requests until it has joined (it
+/// would answer them from itself alone: "no job X in the cluster" for a job the others
+/// hold, a submission owned here with no other copy), at most this long ...
+constexpr auto join_wait = std::chrono::seconds(5);
+/// ... and at most this many of them.
+constexpr size_t max_early = 4096;
 
 /// A submission forwarded to an owner and not answered yet.
 struct pending_forward {
@@ -46,6 +52,10 @@ struct router_state {
   std::map<job_id, job_summary> seen; ///< rows of the last listings, forwarded submissions
   std::map<uint64_t, pending_forward> forwards;
   uint64_t forward_seq = 0;
+  /// Requests are answered once the membership has told this router the cluster (with
+  /// seeds: a member other than this node), or `join_wait` after the start.
+  bool ready = false;
+  std::vector<std::pair<envelope, caf::response_promise>> early; ///< held until ready
   std::shared_ptr<spdlog::logger> log;
   static inline const char* name = "router";
 };
@@ -454,10 +464,9 @@ void remove_jobs(router_actor* self, caf::response_promise rp, const remove_requ
     });
 }
 
-void on_envelope(router_actor* self, const envelope& env) {
-  auto rp = self->make_response_promise();
+void on_envelope(router_actor* self, const envelope& env, caf::response_promise rp) {
   auto& st = self->state;
-  // (A response promise is made above, so the request is passed on, not delegated.)
+  // (The request has a response promise, so it is passed on, not delegated.)
   auto to_coordinator = [&] {
     self->request(st.coordinator, caf::infinite, env)
       .then([=](std::string& body) mutable { rp.deliver(std::move(body)); },
@@ -547,6 +556,35 @@ void on_envelope(router_actor* self, const envelope& env) {
 }
 
 
+/// The verbs a router answers by asking the other members (or, for a submission, its
+/// owner): the ones held while this node joins.
+bool spans_cluster(verb v) {
+  switch (v) {
+    case verb::submit:
+    case verb::list:
+    case verb::show:
+    case verb::why:
+    case verb::cancel:
+    case verb::logs:
+    case verb::remove:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// Answers the requests held while this node was joining, in their order.
+void become_ready(router_actor* self) {
+  auto& st = self->state;
+  st.ready = true;
+  auto early = std::move(st.early);
+  st.early.clear();
+  if (!early.empty())
+    SPDLOG_LOGGER_DEBUG(st.log, "{} request(s) held while joining go on", early.size());
+  for (auto& [env, rp] : early)
+    on_envelope(self, env, std::move(rp));
+}
+
 caf::behavior router_impl(router_actor* self, router_config cfg, caf::actor coordinator,
                           caf::actor tasks) {
   auto& st = self->state;
@@ -563,12 +601,36 @@ caf::behavior router_impl(router_actor* self, router_config cfg, caf::actor coor
     }
   });
   subscribe_members(self, self->state.membership);
+  self->delayed_send(self, join_wait, atoms::timeout::value);
   return {
-    [=](const envelope& env) { on_envelope(self, env); },
+    [=](const envelope& env) {
+      auto& st = self->state;
+      if (st.ready || !spans_cluster(static_cast<verb>(env.verb)))
+        return on_envelope(self, env, self->make_response_promise());
+      if (st.early.size() >= max_early)
+        return self->make_response_promise().deliver(
+          make_error(errc::unavailable, "this node is still joining its cluster and holds "
+                                          + std::to_string(max_early)
+                                          + " requests already; try again in a few seconds"));
+      st.early.emplace_back(env, self->make_response_promise());
+    },
     [=](atoms::subscribe) { subscribe_members(self, self->state.membership); },
     [=](atoms::check, uint64_t seq) { check_forward(self, seq); },
     [=](atoms::members, member_list& ms, bool majority, uint32_t agreed, uint32_t agreed_alive) {
-      self->state.view.update(std::move(ms), majority, agreed, agreed_alive);
+      auto& st = self->state;
+      st.view.update(std::move(ms), majority, agreed, agreed_alive);
+      if (!st.ready && (!st.cfg.joining || st.view.members().size() > 1))
+        become_ready(self);
+    },
+    [=](atoms::timeout) {
+      auto& st = self->state;
+      if (st.ready)
+        return;
+      st.log->warn("not joined to the cluster after {} s: answering clients from what this "
+                   "node knows ({} member(s))",
+                   std::chrono::duration_cast<std::chrono::seconds>(join_wait).count(),
+                   st.view.members().size());
+      become_ready(self);
     },
     // A subscriber is asked to fence when this node was declared dead: the router runs
     // no job, so it has nothing to stop (the coordinator does).

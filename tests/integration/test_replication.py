@@ -381,6 +381,35 @@ def custody_after_two_deaths(c):
     c.monkey("down", timeout=120)
 
 
+def joining_node_answers_for_the_cluster(c):
+    """A node started with --join answers its clients once it has joined: a `show` sent to
+    it while its seed is frozen (SIGSTOP) waits for the join and finds the job the others
+    hold, instead of answering from the new node alone that there is no such job."""
+    c.start("n1", "--cpus", "2")
+    c.start("n2", "--cpus", "2", "--join", c.nodes["n1"]["address"])
+    wait_until(lambda: len(json.loads(c.monkey("nodes", "--json").stdout)) == 2, 20, "2 members")
+    jid = c.submit("--", "true")
+    check(c.wait_final(jid, 30)["state"] == "succeeded", "the job ran")
+    seed = c.nodes["n1"]["proc"].pid
+    os.kill(seed, signal.SIGSTOP)
+    try:
+        c.start("n3", "--cpus", "2", "--join", c.nodes["n1"]["address"])
+        show = subprocess.Popen([MONKEY, "show", jid, "--json", "--address",
+                                 c.nodes["n3"]["address"]], env=c.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        check(show.poll() is None, "the show waits while n3 cannot join: "
+              f"{show.poll()} {show.stderr.read() if show.poll() is not None else ''}")
+    finally:
+        os.kill(seed, signal.SIGCONT)
+    out, err = show.communicate(timeout=30)
+    check(show.returncode == 0, f"show through the joining node: {err.strip()}")
+    s = json.loads(out)
+    check(s["id"] == jid and s["state"] == "succeeded", f"the job as the others hold it: {s}")
+    log = open(os.path.join(c.nodes["n3"]["data"], "runtime.log"), errors="replace").read()
+    check("joined the cluster through" in log, log[-1500:])
+
+
 if __name__ == "__main__":
     run(spread_and_list)
     run(owner_kill9)
@@ -390,3 +419,4 @@ if __name__ == "__main__":
     run(own_jobs_always_listed)
     run(holder_killed_before_submit)
     run(custody_after_two_deaths)
+    run(joining_node_answers_for_the_cluster)

@@ -239,6 +239,10 @@ ckpt_list_reply local_list(checkpoints_state& st, const std::string& job) {
   out.node = st.cfg.node;
   out.endpoint = st.endpoint;
   auto pieces = st.store->list(job);
+  // Listed is in use: a client about to submit a job with a bundle the cluster holds, a
+  // restore. The collection takes only entries unwritten and unlisted for --store-keep.
+  if (!pieces.empty())
+    st.store->touch(job);
   std::set<int64_t> steps;
   for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) {
     steps.insert(it->step);
@@ -392,7 +396,7 @@ constexpr const char* bundle_file = "bundle";
 constexpr size_t ship_copies = 3;
 
 std::string ship_job(const std::string& sha) {
-  return "ship-" + sha;
+  return ship_store_entry(sha);
 }
 
 bool is_sha256(const std::string& s) {
@@ -760,6 +764,21 @@ caf::behavior checkpoints_impl(checkpoints_actor* self, checkpoints_config cfg) 
       return rp;
     },
     [=](atoms::ckpt_forget, const job_id& id) { self->state.store->forget(id.str()); },
+    [=](atoms::store_idle, int64_t age_ms) {
+      return self->state.store->idle_jobs(std::chrono::milliseconds(age_ms));
+    },
+    [=](atoms::store_drop, const std::vector<std::string>& entries) {
+      auto& st = self->state;
+      size_t jobs = 0, bundles = 0;
+      for (auto& e : entries) {
+        st.store->forget(e);
+        ++(e.rfind(ship_store_entry(""), 0) == 0 ? bundles : jobs);
+      }
+      if (!entries.empty())
+        st.log->info("collection: removed the checkpoints of {} job(s) and {} shipped "
+                     "bundle(s) that no job in the cluster refers to any more",
+                     jobs, bundles);
+    },
     [=](atoms::ship_unpack, ship_unpack_args& args) {
       auto rp = self->make_response_promise<ship_unpacked>();
       on_ship_unpack(self, rp, std::move(args));

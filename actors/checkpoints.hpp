@@ -14,6 +14,9 @@
 //   (ckpt_restore, ckpt_restore_args) → ckpt_restored   (workers, before the child starts)
 //   (ckpt_forget, job_id)                               (the job was deleted)
 //   (ship_unpack, ship_unpack_args) → ship_unpacked     (workers, before the child starts)
+//   (store_idle, int64_t age_ms) → vector<string>       (the coordinator's collection: the
+//                                                        store's entries unwritten that long)
+//   (store_drop, vector<string>)                        (entries no job refers to: removed)
 //   envelopes: peer_ckpt_push, peer_ckpt_list           (other nodes)
 //              ship_have, ship_put                      (clients: shipped bundles)
 // Shipped bundles (docs/shipping.md) are pieces of the pseudo-job "ship-<sha256>" (step 0,
@@ -39,6 +42,9 @@ namespace atoms {
 using ckpt_save = caf::atom_constant<caf::atom("m_cksave")>;
 using ckpt_restore = caf::atom_constant<caf::atom("m_ckrest")>;
 using ckpt_forget = caf::atom_constant<caf::atom("m_ckforg")>;
+using store_idle = caf::atom_constant<caf::atom("m_stidle")>;
+using store_drop = caf::atom_constant<caf::atom("m_stdrop")>;
+using store_gc = caf::atom_constant<caf::atom("m_stgc")>;
 using ship_unpack = caf::atom_constant<caf::atom("m_shunpk")>;
 } // namespace atoms
 

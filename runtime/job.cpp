@@ -369,4 +369,17 @@ bool parse_checkpoint_line(std::string_view line, int64_t& step) {
   return true;
 }
 
+std::string ship_store_entry(const std::string& sha256) {
+  return "ship-" + sha256;
+}
+
+std::vector<std::string> store_entries_of(const job_record& rec) {
+  std::vector<std::string> out{rec.id.str()};
+  if (auto from = job_id::parse(rec.spec.checkpoint_from))
+    out.push_back(from->str());
+  for (auto& s : rec.spec.ship)
+    out.push_back(ship_store_entry(s.sha256));
+  return out;
+}
+
 } // namespace monkey

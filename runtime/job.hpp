@@ -234,6 +234,14 @@ bool parse_metric_line(std::string_view line, std::vector<std::pair<std::string,
 /// complete at step N); `step` is -1 when the line names none. False when it is not one.
 bool parse_checkpoint_line(std::string_view line, int64_t& step);
 
+/// The checkpoint store's entry that holds the shipped bundle `sha256` ("ship-<sha256>").
+std::string ship_store_entry(const std::string& sha256);
+
+/// The checkpoint store entries a job record keeps in use (docs/checkpoints.md,
+/// "Collection"): its own checkpoints, those it starts from (`checkpoint_from`), and the
+/// bundles it ships.
+std::vector<std::string> store_entries_of(const job_record& rec);
+
 } // namespace monkey
 
 MSGPACK_ADD_ENUM(monkey::job_state);

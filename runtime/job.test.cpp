@@ -227,3 +227,20 @@ TEST_CASE("rank logs sit beside the attempt's log; rank lists read as ranges", "
   CHECK(parse_rank_list("-1").empty());
   CHECK(parse_rank_list("x").empty());
 }
+
+TEST_CASE("a record keeps its own checkpoints, those it starts from and its bundles in use",
+          "[runtime][job]") {
+  job_record rec;
+  rec.id = job_id::generate();
+  CHECK(store_entries_of(rec) == std::vector<std::string>{rec.id.str()});
+  auto from = job_id::generate();
+  rec.spec.checkpoint_from = from.str();
+  shipment w, d;
+  w.sha256 = std::string(64, 'a');
+  d.sha256 = std::string(64, 'b');
+  rec.spec.ship = {w, d};
+  CHECK(store_entries_of(rec)
+        == std::vector<std::string>{rec.id.str(), from.str(), "ship-" + w.sha256,
+                                    "ship-" + d.sha256});
+  CHECK(ship_store_entry(w.sha256) == "ship-" + w.sha256);
+}

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <ftw.h>
 
+#include "actors/checkpoints.hpp"
 #include "actors/coordinator/anti_entropy.hpp"
 #include "actors/fan_out.hpp"
 #include "actors/worker.hpp"
@@ -696,6 +697,99 @@ void compact(coordinator_actor* self) {
       },
       [=](const caf::error& err) {
         self->state.log->warn("compaction failed: {}", describe(err));
+      });
+}
+
+// ---- the checkpoint store's collection ---------------------------------------------------
+
+namespace {
+
+/// Of `names`, those a record here refers to (store_entries_of).
+std::set<std::string> used_here(const coordinator_state& st, const std::vector<std::string>& names) {
+  std::set<std::string> wanted(names.begin(), names.end()), used;
+  auto look = [&](const job_record& rec) {
+    for (auto& e : store_entries_of(rec))
+      if (wanted.count(e))
+        used.insert(e);
+  };
+  for (auto& [id, rec] : st.book.owned_all())
+    look(rec);
+  for (auto& [id, h] : st.book.held_all())
+    look(h.rec);
+  for (auto& [id, rec] : st.book.unsynced())
+    look(rec);
+  return used;
+}
+
+/// The store entries one round asks about at most.
+constexpr size_t max_collect = 4096;
+
+} // namespace
+
+std::string on_store_refs(const coordinator_state& st, const store_refs_request& req) {
+  auto used = used_here(st, req.names);
+  return reply(store_refs_reply{{used.begin(), used.end()}});
+}
+
+void collect_store(coordinator_actor* self) {
+  auto& st = self->state;
+  // Only a node that knows the whole cluster's records decides: synced, in the majority,
+  // and no member suspect or gone lately (its records may be the only ones that refer to
+  // an entry: they come back with it, or are copied elsewhere within the wait).
+  if (!st.synced || !st.view.known() || !st.view.majority() || !st.membership)
+    return;
+  auto now = now_ms();
+  for (auto& m : st.view.members())
+    if (m.node != st.view.self() && m.state != member_state::alive
+        && (m.state == member_state::suspect || now - m.since_ms < st.cfg.store_keep_ms))
+      return;
+  auto ck = self->system().registry().get(caf::atom_from_string(checkpoints_name));
+  if (!ck)
+    return;
+  self->request(caf::actor_cast<caf::actor>(ck), std::chrono::seconds(30),
+                atoms::store_idle::value, st.cfg.store_keep_ms)
+    .then(
+      [=](std::vector<std::string> idle) {
+        auto& st = self->state;
+        auto used = used_here(st, idle);
+        std::vector<std::string> unused;
+        for (auto& e : idle)
+          if (!used.count(e) && unused.size() < max_collect)
+            unused.push_back(e);
+        if (unused.empty())
+          return;
+        auto others = st.view.others_alive();
+        auto keep = std::make_shared<std::set<std::string>>();
+        auto unanswered = std::make_shared<std::vector<std::string>>();
+        fan_out(
+          self, st.membership, others, verb::peer_store_refs,
+          encode(store_refs_request{unused}), peer_timeout::query,
+          [=](const peer_answer& a) {
+            auto r = a ? decode<store_refs_reply>(*a.body, "peer store refs")
+                       : expected<store_refs_reply>(failure{describe(a.err)});
+            if (!r)
+              return unanswered->push_back(a.node + " (" + r.error() + ")");
+            keep->insert(r->used.begin(), r->used.end());
+          },
+          [=] {
+            auto& st = self->state;
+            if (!unanswered->empty()) {
+              SPDLOG_LOGGER_DEBUG(st.log, "collection: not every member answered ({}); "
+                                          "nothing removed",
+                                  unanswered->front());
+              return;
+            }
+            std::vector<std::string> drop;
+            for (auto& e : unused)
+              if (!keep->count(e))
+                drop.push_back(e);
+            if (!drop.empty())
+              self->send(caf::actor_cast<caf::actor>(ck), atoms::store_drop::value, drop);
+          });
+      },
+      [=](const caf::error& err) {
+        SPDLOG_LOGGER_DEBUG(self->state.log, "collection: the store did not answer: {}",
+                            describe(err));
       });
 }
 

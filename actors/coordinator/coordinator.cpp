@@ -7,6 +7,7 @@
 #include <csignal>
 #include <unistd.h>
 
+#include "actors/checkpoints.hpp"
 #include "actors/coordinator/state.hpp"
 #include "actors/fan_out.hpp"
 #include "actors/membership/membership.hpp"
@@ -113,6 +114,12 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
         if (r.ids.size() > 65536)
           return rp.deliver(make_error(errc::bad_request, "peer forget: more than 65536 ids"));
         on_forget(self, rp, r);
+      });
+    case verb::peer_store_refs:
+      return dispatch<store_refs_request>(rp, env, "peer store refs", [&](store_refs_request r) {
+        if (r.names.size() > 4096)
+          return rp.deliver(make_error(errc::bad_request, "peer store refs: more than 4096 names"));
+        rp.deliver(on_store_refs(st, r));
       });
     case verb::status:
     case verb::devices:
@@ -344,6 +351,11 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
   auto retention_tick = std::chrono::milliseconds(
     std::clamp<int64_t>(st.cfg.retention_ms / 10, 1000, 3600 * 1000));
   self->delayed_send(self, retention_tick, atoms::compact::value);
+  // The store's collection: a few rounds per --store-keep (at most one a second, at least
+  // one an hour).
+  auto collect_tick = std::chrono::milliseconds(
+    std::clamp<int64_t>(st.cfg.store_keep_ms / 4, 1000, 3600 * 1000));
+  self->delayed_send(self, collect_tick, atoms::store_gc::value);
   self->send(self, atoms::tick::value);
   return {
     [=](const envelope& env) { on_envelope(self, env); },
@@ -415,6 +427,10 @@ caf::behavior coordinator_impl(coordinator_actor* self, coordinator_config cfg,
     [=](atoms::compact) {
       compact(self);
       self->delayed_send(self, retention_tick, atoms::compact::value);
+    },
+    [=](atoms::store_gc) {
+      collect_store(self);
+      self->delayed_send(self, collect_tick, atoms::store_gc::value);
     },
   };
 }

@@ -40,6 +40,9 @@ struct coordinator_config {
   std::vector<devices::device_info> devices;
   std::chrono::milliseconds kill_grace{10000};
   int64_t retention_ms = 7LL * 24 * 3600 * 1000;
+  /// Checkpoints and shipped bundles in this node's store that no job refers to are
+  /// removed once nothing was written to them for this long (--store-keep).
+  int64_t store_keep_ms = 24LL * 3600 * 1000;
   std::string cgroup_base; ///< "" when cgroups are not usable
   int32_t pid = 0;
   int64_t started_ms = 0;

@@ -383,6 +383,12 @@ void on_fetch(coordinator_actor* self, caf::response_promise rp, const fetch_req
 void on_digest(coordinator_actor* self, caf::response_promise rp, const digest_request& req);
 void anti_entropy_step(coordinator_actor* self);
 void compact(coordinator_actor* self);
+/// One round of the checkpoint store's collection (docs/checkpoints.md, "Collection"):
+/// this node's store entries unwritten for `store_keep_ms` that no record on any alive
+/// member refers to are removed.
+void collect_store(coordinator_actor* self);
+/// peer_store_refs: which of `req.names` the records here refer to.
+std::string on_store_refs(const coordinator_state& st, const store_refs_request& req);
 /// The holders `rec` should have now (this node first when it owns it).
 std::vector<std::string> refreshed_holders(const coordinator_state& st, const job_record& rec);
 

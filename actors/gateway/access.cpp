@@ -33,6 +33,7 @@ destination route_of(verb v) {
     case verb::app_report:
     case verb::app_ready:
     case verb::app_checkpoint:
+    case verb::peer_store_refs:
       return destination::coordinator;
     case verb::peer_ckpt_push:
     case verb::peer_ckpt_list:
@@ -78,6 +79,7 @@ bool verb_allowed(role r, verb v) {
     case verb::peer_forget:
     case verb::peer_ckpt_push:
     case verb::peer_ckpt_list:
+    case verb::peer_store_refs:
       return r == role::node;
     // Asked by clients and by routers of other nodes (forwarded submissions, queries).
     case verb::submit:

@@ -56,6 +56,11 @@ TEST_CASE("each role sends only its own verbs", "[gateway][access]") {
     CHECK_FALSE(verb_allowed(role::app, v));
     CHECK(route_of(v) == destination::checkpoints);
   }
+  // The stores' collection asks the other nodes' coordinators which entries are in use.
+  CHECK(verb_allowed(role::node, verb::peer_store_refs));
+  CHECK_FALSE(verb_allowed(role::client, verb::peer_store_refs));
+  CHECK_FALSE(verb_allowed(role::app, verb::peer_store_refs));
+  CHECK(route_of(verb::peer_store_refs) == destination::coordinator);
   // The handshake is open to all, and status.
   for (auto r : {role::client, role::node, role::app}) {
     CHECK(verb_allowed(r, verb::hello));

@@ -70,6 +70,7 @@ struct options {
   bool drain = false;
   double kill_grace_s = 10;
   std::string retention = "7d";
+  std::string store_keep = "1d";
   std::string log_file;
   std::string log_max_size = "64M";
   size_t log_files = 5;
@@ -204,6 +205,10 @@ void add_options(CLI::App& app, options& opt) {
     ->capture_default_str();
   app.add_option("--retention", opt.retention, "keep finished jobs this long, then compact")
     ->capture_default_str();
+  app.add_option("--store-keep", opt.store_keep,
+                 "remove checkpoints and shipped bundles no job refers to once unwritten this "
+                 "long (and no member was lost for as long)")
+    ->capture_default_str();
   app.add_option("--join", opt.join, "HOST:PORT of live members to join through (comma-separated)")
     ->delimiter(',');
   app.add_option("--advertise", opt.advertise,
@@ -268,6 +273,7 @@ struct checked_options {
   uint16_t port = 0;
   double suspicion_s = 0;
   double retention_s = 0;
+  double store_keep_s = 0;
   std::string secret;
   net_settings net;
 };
@@ -300,6 +306,10 @@ expected<checked_options> check_options(const options& opt, bool tls_name_given,
   if (!retention)
     return failure{"--retention: " + retention.error()};
   c.retention_s = *retention;
+  auto keep = parse_duration_s(opt.store_keep);
+  if (!keep || *keep < 1)
+    return failure{"--store-keep: " + (keep ? std::string("must be at least 1s") : keep.error())};
+  c.store_keep_s = *keep;
   if (auto* env = std::getenv("MONKEY_FAULTS"); env && *env) {
     auto f = parse_faults(env);
     if (!f)
@@ -537,6 +547,7 @@ int main(int argc, char** argv) {
   cc.version = MONKEY_VERSION;
   cc.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(opt.kill_grace_s * 1000));
   cc.retention_ms = static_cast<int64_t>(checked->retention_s * 1000);
+  cc.store_keep_ms = static_cast<int64_t>(checked->store_keep_s * 1000);
   cc.replicas = opt.replicas;
   cc.min_replicas = opt.min_replicas;
   cc.max_queued = opt.max_queued;

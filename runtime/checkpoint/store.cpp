@@ -496,6 +496,47 @@ void store::forget(const std::string& job) {
   fs::remove_all(job_dir(job), ec);
 }
 
+std::vector<std::string> store::idle_jobs(std::chrono::milliseconds age) const {
+  std::vector<std::string> out;
+  auto cutoff = fs::file_time_type::clock::now() - age;
+  auto recent = [&](const fs::path& p) {
+    std::error_code e;
+    auto t = fs::last_write_time(p, e);
+    return e || t > cutoff; // unreadable: kept
+  };
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(root_, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    auto job = it->path().filename().string();
+    if (!valid_job(job) || !it->is_directory(ec) || recent(it->path()))
+      continue;
+    bool idle = true;
+    std::error_code e2;
+    for (auto p = fs::directory_iterator(it->path(), e2); idle && !e2 && p != fs::directory_iterator();
+         p.increment(e2)) {
+      if (recent(p->path()))
+        idle = false;
+      std::error_code e3;
+      if (idle && p->is_directory(e3))
+        for (auto f = fs::directory_iterator(p->path(), e3);
+             idle && !e3 && f != fs::directory_iterator(); f.increment(e3))
+          if (recent(f->path()))
+            idle = false;
+    }
+    if (idle && !e2)
+      out.push_back(job);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void store::touch(const std::string& job) {
+  if (!valid_job(job))
+    return;
+  std::error_code ec;
+  fs::last_write_time(job_dir(job), fs::file_time_type::clock::now(), ec);
+}
+
 std::pair<uint64_t, size_t> store::usage() const {
   uint64_t bytes = 0;
   size_t count = 0;

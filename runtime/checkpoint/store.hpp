@@ -12,6 +12,7 @@
 // a directory without one, or whose files do not match it, is ignored and removed.
 // Plain C++: no CAF (store.test.cpp).
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -121,6 +122,12 @@ public:
   size_t prune(const std::string& job);
   /// Removes every piece of `job` (the job was deleted).
   void forget(const std::string& job);
+  /// The jobs here (each a directory of pieces: a job id, or a shipped bundle's
+  /// `ship-<sha>`) of which nothing was written (or touched) for at least `age`: the candidates for
+  /// removal once no job refers to them (docs/checkpoints.md, "Collection").
+  std::vector<std::string> idle_jobs(std::chrono::milliseconds age) const;
+  /// Marks `job` as used now (its directory's time): not idle for another `age`.
+  void touch(const std::string& job);
   /// Bytes and pieces held, over every job.
   std::pair<uint64_t, size_t> usage() const;
 

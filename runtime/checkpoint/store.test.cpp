@@ -180,6 +180,44 @@ TEST_CASE("ids that are not job ids and file names with paths are refused",
   CHECK(valid_file_name("rank-0"));
 }
 
+TEST_CASE("idle jobs are those of which nothing was written for the given age",
+          "[runtime][checkpoint]") {
+  temp_dir t;
+  store s(t.path + "/store", 1 << 20);
+  fs::create_directories(t.path + "/src");
+  write(t.path + "/src/model.bin", "weights");
+  REQUIRE(s.commit_dir(piece(1, 1), t.path + "/src", false));
+  auto bundle = piece(0, 2);
+  bundle.job = "ship-" + std::string(64, 'a');
+  REQUIRE(s.commit_dir(bundle, t.path + "/src", false));
+  CHECK(s.idle_jobs(std::chrono::hours(1)).empty()); // both just written
+  auto age = [&](const std::string& job, std::chrono::hours h) {
+    auto when = fs::file_time_type::clock::now() - h;
+    for (auto& p : fs::recursive_directory_iterator(t.path + "/store/" + job))
+      fs::last_write_time(p.path(), when);
+    fs::last_write_time(t.path + "/store/" + job, when);
+  };
+  age(bundle.job, std::chrono::hours(2));
+  CHECK(s.idle_jobs(std::chrono::hours(1)) == std::vector<std::string>{bundle.job});
+  CHECK(s.idle_jobs(std::chrono::hours(3)).empty());
+  // One file written lately keeps its job: a piece being completed, a copy just received.
+  age(job, std::chrono::hours(2));
+  auto dir = s.dir_of(s.list(job)[0]);
+  fs::last_write_time(dir + "/model.bin", fs::file_time_type::clock::now());
+  CHECK(s.idle_jobs(std::chrono::hours(1)) == std::vector<std::string>{bundle.job});
+  age(job, std::chrono::hours(2));
+  CHECK(s.idle_jobs(std::chrono::hours(1)).size() == 2);
+  // Touched (listed for a client or a restore): in use again.
+  s.touch(bundle.job);
+  CHECK(s.idle_jobs(std::chrono::hours(1)) == std::vector<std::string>{job});
+  age(bundle.job, std::chrono::hours(2));
+  // Something in the store's root that is not a job's directory is never a candidate.
+  write(t.path + "/store/not-a-dir", "x");
+  fs::create_directories(t.path + "/store/.hidden");
+  fs::last_write_time(t.path + "/store/.hidden", fs::file_time_type::clock::now() - std::chrono::hours(5));
+  CHECK(s.idle_jobs(std::chrono::hours(1)).size() == 2);
+}
+
 TEST_CASE("the restore plan takes the newest step whose pieces cover every rank",
           "[runtime][checkpoint]") {
   SECTION("command jobs: the newest piece") {

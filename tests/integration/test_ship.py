@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 from harness import MONKEY, check, node_ids, nodes_up, run, wait_until
 
@@ -159,6 +160,39 @@ def bundle_outlives_the_node_it_was_sent_to(c):
     check("2 bundle(s) fetched from other nodes" in log, "n4 fetched both bundles")
 
 
+def unused_bundles_and_checkpoints_are_collected(c):
+    """--store-keep 2s: a shipped bundle and a job's checkpoints stay in the stores while a
+    job refers to them; once the job is removed (`monkey rm`), every node removes its copy
+    of the bundle, and an entry no record refers to (what retention leaves behind) goes too."""
+    nodes_up(c, 3, "--store-keep", "2s")
+    root, _ = project(c)
+    r = monkey_in(c, root, "submit", "--ship-workdir", "--", "true")
+    shipped = r.stdout.strip().splitlines()[-1]
+    ckpt = c.submit("--env", "STEPS=10", "--env", "CKPT_EVERY=5", "--", "python3",
+                    os.path.join(os.path.dirname(os.path.abspath(__file__)), "ckpt_job.py"))
+    for job in (shipped, ckpt):
+        check(c.wait_final(job, 60)["state"] == "succeeded", f"{job} ran")
+    bundle = c.show(shipped)["ship"][0]["sha256"]
+    stores = [os.path.join(n["data"], "checkpoints") for n in c.nodes.values()]
+    orphan = os.path.join(stores[0], "01M00000000000000000000000")
+    os.makedirs(os.path.join(orphan, "piece"))
+    with open(os.path.join(orphan, "piece", "state.txt"), "w") as f:
+        f.write("left behind\n")
+    with_bundle = lambda: [s for s in stores if os.path.isdir(os.path.join(s, "ship-" + bundle))]
+    with_ckpt = lambda: [s for s in stores if os.path.isdir(os.path.join(s, ckpt))]
+    check(len(with_bundle()) == 3 and with_ckpt(), f"stored: {bundles_on(c)}")
+    wait_until(lambda: not os.path.exists(orphan), 30, "the entry no job refers to to go")
+    time.sleep(3)  # rounds each second; both entries have been unwritten for over 2 s
+    check(len(with_bundle()) == 3, f"a job refers to the bundle: kept ({bundles_on(c)})")
+    check(with_ckpt(), "a job refers to its checkpoints: kept")
+    c.monkey("rm", shipped)
+    wait_until(lambda: not with_bundle(), 30, "every copy of the bundle to go")
+    check(with_ckpt(), "the other job's checkpoints stay")
+    logs = "".join(open(os.path.join(n["data"], "runtime.log"), errors="replace").read()
+                   for n in c.nodes.values())
+    check("1 shipped bundle(s) that no job in the cluster refers to" in logs, logs[-2000:])
+
+
 def bad_shipping_is_refused_with_the_reason(c):
     """A missing data path, a working directory over --ship-max, shipping with an app: each
     is refused before anything is submitted, naming what is wrong."""
@@ -268,5 +302,5 @@ data: [{ext}]
 
 if __name__ == "__main__":
     run(workdir_and_data_run_elsewhere, bundle_outlives_the_node_it_was_sent_to,
-        bad_shipping_is_refused_with_the_reason, scratch_of_a_killed_node_is_removed,
-        sweep_ships_its_directory)
+        unused_bundles_and_checkpoints_are_collected, bad_shipping_is_refused_with_the_reason,
+        scratch_of_a_killed_node_is_removed, sweep_ships_its_directory)

@@ -66,6 +66,8 @@ enum class verb : uint16_t {
   // shipped code and data (docs/shipping.md); answered by the checkpoints actor
   ship_have = 39, ///< which of these bundles the alive members hold already
   ship_put = 40,  ///< one chunk of a bundle; the last one stores and replicates it
+  // the collection of checkpoint stores (docs/checkpoints.md, "Collection")
+  peer_store_refs = 41, ///< which of these store entries a job this node holds refers to
 };
 
 const char* to_string(verb v);
@@ -204,6 +206,19 @@ struct ship_have_request {
 struct ship_have_reply {
   std::vector<int32_t> holders;
   MSGPACK_DEFINE_MAP(holders);
+};
+
+/// peer_store_refs: entries of a node's checkpoint store (a job id's text, or a bundle's
+/// `ship-<sha256>`) that no job record there refers to any more; the answer names those a
+/// record on the asked node refers to (the job's own, its `checkpoint_from`, its shipments).
+struct store_refs_request {
+  std::vector<std::string> names;
+  MSGPACK_DEFINE_MAP(names);
+};
+
+struct store_refs_reply {
+  std::vector<std::string> used;
+  MSGPACK_DEFINE_MAP(used);
 };
 
 /// ship_put: bytes [offset, offset + data.size()) of the bundle `sha256` (`total` bytes),

@@ -34,6 +34,16 @@ constexpr size_t owners_tried = 3;
 constexpr auto join_wait = std::chrono::seconds(5);
 /// ... and at most this many of them.
 constexpr size_t max_early = 4096;
+/// A job no member knows is looked up again while the view has changed within this time
+/// (a member joined, died or came back, or this node just joined): a member this node
+/// has not heard of yet may hold it, as when the only other node that knew it dies ...
+constexpr int64_t settle_ms = 3000;
+/// ... every `settle_retry`, for at most `settle_wait` per request.
+constexpr auto settle_retry = std::chrono::milliseconds(250);
+constexpr int64_t settle_wait_ms = 5000;
+
+/// Runs a lookup again later (`resolve` while the view settles).
+using resolve_again = caf::atom_constant<caf::atom("m_rslvag")>;
 
 /// A submission forwarded to an owner and not answered yet.
 struct pending_forward {
@@ -56,6 +66,9 @@ struct router_state {
   /// seeds: a member other than this node), or `join_wait` after the start.
   bool ready = false;
   std::vector<std::pair<envelope, caf::response_promise>> early; ///< held until ready
+  int64_t ready_ms = 0; ///< when this router began to answer
+  std::map<uint64_t, std::function<void()>> later; ///< lookups waiting for the view to settle
+  uint64_t later_seq = 0;
   std::shared_ptr<spdlog::logger> log;
   static inline const char* name = "router";
 };
@@ -261,10 +274,24 @@ void cluster_list(router_actor* self, caf::response_promise rp, list_request req
 
 // ---- one job's verbs ----------------------------------------------------------------------
 
+/// Whether this node's view of the cluster changed within `settle_ms`: it may not know
+/// every member yet (SWIM spreads a new member through the ones that know it).
+/// A node alone (no seeds, no member yet) has none to learn of.
+bool settling(const router_state& st) {
+  auto last = st.cfg.joining ? st.ready_ms : int64_t{0};
+  for (auto& m : st.view.members())
+    if (m.node != st.view.self())
+      last = std::max(last, m.since_ms);
+  return now_ms() - last < settle_ms;
+}
+
 /// Resolves `text` (a full id or a suffix) across the cluster: `then` gets the job's row,
-/// or the error to answer (ambiguous: the matches are listed; none: not found).
+/// or the error to answer (ambiguous: the matches are listed; none: not found, once the
+/// view has settled or `settle_wait_ms` after `started_ms`).
 void resolve(router_actor* self, const std::string& text,
-             std::function<void(const job_summary*, caf::error)> then) {
+             std::function<void(const job_summary*, caf::error)> then, int64_t started_ms = 0) {
+  if (started_ms == 0)
+    started_ms = now_ms();
   list_request req;
   req.local = true;
   req.id = text;
@@ -294,6 +321,14 @@ void resolve(router_actor* self, const std::string& text,
           return then(&it->second, caf::error{});
         auto& seen = self->state.seen[*id];
         return then(&seen, caf::error{});
+      }
+      auto& st = self->state;
+      if (!m.ambiguous() && !m.too_short() && settling(st)
+          && now_ms() - started_ms < settle_wait_ms) {
+        auto seq = ++st.later_seq;
+        st.later.emplace(seq, [=] { resolve(self, text, then, started_ms); });
+        self->delayed_send(self, settle_retry, resolve_again::value, seq);
+        return;
       }
       auto where = *unanswered > 0 ? " (" + std::to_string(*unanswered)
                                        + " members did not answer: it may be on one of them)"
@@ -577,6 +612,7 @@ bool spans_cluster(verb v) {
 void become_ready(router_actor* self) {
   auto& st = self->state;
   st.ready = true;
+  st.ready_ms = now_ms();
   auto early = std::move(st.early);
   st.early.clear();
   if (!early.empty())
@@ -616,6 +652,15 @@ caf::behavior router_impl(router_actor* self, router_config cfg, caf::actor coor
     },
     [=](atoms::subscribe) { subscribe_members(self, self->state.membership); },
     [=](atoms::check, uint64_t seq) { check_forward(self, seq); },
+    [=](resolve_again, uint64_t seq) {
+      auto& st = self->state;
+      auto it = st.later.find(seq);
+      if (it == st.later.end())
+        return;
+      auto run = std::move(it->second);
+      st.later.erase(it);
+      run();
+    },
     [=](atoms::members, member_list& ms, bool majority, uint32_t agreed, uint32_t agreed_alive) {
       auto& st = self->state;
       st.view.update(std::move(ms), majority, agreed, agreed_alive);

@@ -395,17 +395,13 @@ constexpr const char* bundle_file = "bundle";
 /// Copies of a bundle: the node it was uploaded to and two more alive members.
 constexpr size_t ship_copies = 3;
 
-std::string ship_job(const std::string& sha) {
-  return ship_store_entry(sha);
-}
-
 bool is_sha256(const std::string& s) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
 /// The piece of this node's store that holds the bundle `sha`, if any.
 std::optional<ckpt::manifest> local_bundle(const ckpt::store& s, const std::string& sha) {
-  for (auto& p : s.list(ship_job(sha)))
+  for (auto& p : s.list(ship_store_entry(sha)))
     if (p.files.size() == 1 && p.files[0].name == bundle_file && p.files[0].sha256 == sha)
       return p;
   return std::nullopt;
@@ -451,7 +447,7 @@ void store_bundle(checkpoints_actor* self, caf::response_promise rp, std::string
         return failure{"cannot stage the bundle: " + std::string(std::strerror(errno))};
       }
       ckpt::manifest m;
-      m.job = ship_job(sha);
+      m.job = ship_store_entry(sha);
       m.step = 0;
       m.serial = serial;
       m.label = label;
@@ -580,11 +576,11 @@ void find_bundles(checkpoints_actor* self, std::vector<std::string> shas,
   if (shas.empty())
     return then({});
   for (auto& sha : shas)
-    gather(self, ship_job(sha), [=](std::vector<ckpt_list_reply> replies, size_t) {
+    gather(self, ship_store_entry(sha), [=](std::vector<ckpt_list_reply> replies, size_t) {
       auto& src = (*out)[sha];
       for (auto& r : replies)
         for (auto& o : r.pieces)
-          if (o.piece.job == ship_job(sha) && o.piece.files.size() == 1
+          if (o.piece.job == ship_store_entry(sha) && o.piece.files.size() == 1
               && o.piece.files[0].sha256 == sha) {
             src.nodes.insert(r.node);
             if (!src.piece)

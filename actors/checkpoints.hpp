@@ -44,7 +44,6 @@ using ckpt_restore = caf::atom_constant<caf::atom("m_ckrest")>;
 using ckpt_forget = caf::atom_constant<caf::atom("m_ckforg")>;
 using store_idle = caf::atom_constant<caf::atom("m_stidle")>;
 using store_drop = caf::atom_constant<caf::atom("m_stdrop")>;
-using store_gc = caf::atom_constant<caf::atom("m_stgc")>;
 using ship_unpack = caf::atom_constant<caf::atom("m_shunpk")>;
 } // namespace atoms
 

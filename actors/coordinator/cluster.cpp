@@ -707,22 +707,13 @@ namespace {
 /// Of `names`, those a record here refers to (store_entries_of).
 std::set<std::string> used_here(const coordinator_state& st, const std::vector<std::string>& names) {
   std::set<std::string> wanted(names.begin(), names.end()), used;
-  auto look = [&](const job_record& rec) {
+  st.book.each_record([&](const job_record& rec) {
     for (auto& e : store_entries_of(rec))
       if (wanted.count(e))
         used.insert(e);
-  };
-  for (auto& [id, rec] : st.book.owned_all())
-    look(rec);
-  for (auto& [id, h] : st.book.held_all())
-    look(h.rec);
-  for (auto& [id, rec] : st.book.unsynced())
-    look(rec);
+  });
   return used;
 }
-
-/// The store entries one round asks about at most.
-constexpr size_t max_collect = 4096;
 
 } // namespace
 
@@ -754,7 +745,7 @@ void collect_store(coordinator_actor* self) {
         auto used = used_here(st, idle);
         std::vector<std::string> unused;
         for (auto& e : idle)
-          if (!used.count(e) && unused.size() < max_collect)
+          if (!used.count(e) && unused.size() < max_store_refs)
             unused.push_back(e);
         if (unused.empty())
           return;

@@ -7,7 +7,6 @@
 #include <csignal>
 #include <unistd.h>
 
-#include "actors/checkpoints.hpp"
 #include "actors/coordinator/state.hpp"
 #include "actors/fan_out.hpp"
 #include "actors/membership/membership.hpp"
@@ -117,8 +116,10 @@ void on_envelope(coordinator_actor* self, const envelope& env) {
       });
     case verb::peer_store_refs:
       return dispatch<store_refs_request>(rp, env, "peer store refs", [&](store_refs_request r) {
-        if (r.names.size() > 4096)
-          return rp.deliver(make_error(errc::bad_request, "peer store refs: more than 4096 names"));
+        if (r.names.size() > max_store_refs)
+          return rp.deliver(make_error(errc::bad_request,
+                                       "peer store refs: more than "
+                                         + std::to_string(max_store_refs) + " names"));
         rp.deliver(on_store_refs(st, r));
       });
     case verb::status:

@@ -63,6 +63,17 @@ public:
   std::optional<job_record> unpark(const job_id& id);
   const std::unordered_map<job_id, job_record>& unsynced() const { return unsynced_; }
 
+  /// Calls `f(const job_record&)` for every record here: owned, held, then unsynced.
+  template <class F>
+  void each_record(F&& f) const {
+    for (auto& [id, rec] : owned_)
+      f(rec);
+    for (auto& [id, h] : held_)
+      f(h.rec);
+    for (auto& [id, rec] : unsynced_)
+      f(rec);
+  }
+
   // ---- the queue -----------------------------------------------------------------------
   /// Owned queued jobs by (submit_seq, id): first come, first served within a priority.
   const queue_type& queue() const { return queue_; }

@@ -42,6 +42,11 @@
 
 namespace monkey {
 
+namespace atoms {
+/// The coordinator's timer for a round of the checkpoint store's collection.
+using store_gc = caf::atom_constant<caf::atom("m_stgc")>;
+} // namespace atoms
+
 /// Timeouts of node-to-node requests (docs/cluster.md, Back-pressure).
 namespace peer_timeout {
 constexpr auto forward = std::chrono::seconds(4);
@@ -387,6 +392,8 @@ void compact(coordinator_actor* self);
 /// this node's store entries unwritten for `store_keep_ms` that no record on any alive
 /// member refers to are removed.
 void collect_store(coordinator_actor* self);
+/// The store entries one collection round asks the other members about, at most.
+constexpr size_t max_store_refs = 4096;
 /// peer_store_refs: which of `req.names` the records here refer to.
 std::string on_store_refs(const coordinator_state& st, const store_refs_request& req);
 /// The holders `rec` should have now (this node first when it owns it).

@@ -343,12 +343,7 @@ void on_list(coordinator_actor* self, caf::response_promise rp, const list_reque
         add(*rec);
     return rp.deliver(reply(r));
   }
-  for (auto& [id, rec] : st.book.owned_all())
-    add(rec);
-  for (auto& [id, h] : st.book.held_all())
-    add(h.rec);
-  for (auto& [id, rec] : st.book.unsynced())
-    add(rec);
+  st.book.each_record(add);
   if (!req.metrics)
     return rp.deliver(reply(r));
   // Metric points are in the journals of the node that ran the attempt and of the job's

@@ -512,17 +512,9 @@ std::vector<std::string> store::idle_jobs(std::chrono::milliseconds age) const {
       continue;
     bool idle = true;
     std::error_code e2;
-    for (auto p = fs::directory_iterator(it->path(), e2); idle && !e2 && p != fs::directory_iterator();
-         p.increment(e2)) {
-      if (recent(p->path()))
-        idle = false;
-      std::error_code e3;
-      if (idle && p->is_directory(e3))
-        for (auto f = fs::directory_iterator(p->path(), e3);
-             idle && !e3 && f != fs::directory_iterator(); f.increment(e3))
-          if (recent(f->path()))
-            idle = false;
-    }
+    for (auto p = fs::recursive_directory_iterator(it->path(), e2);
+         idle && !e2 && p != fs::recursive_directory_iterator(); p.increment(e2))
+      idle = !recent(p->path());
     if (idle && !e2)
       out.push_back(job);
   }

@@ -123,8 +123,8 @@ public:
   /// Removes every piece of `job` (the job was deleted).
   void forget(const std::string& job);
   /// The jobs here (each a directory of pieces: a job id, or a shipped bundle's
-  /// `ship-<sha>`) of which nothing was written (or touched) for at least `age`: the candidates for
-  /// removal once no job refers to them (docs/checkpoints.md, "Collection").
+  /// `ship-<sha>`) of which nothing was written (or touched) for at least `age`: the
+  /// candidates for removal once no job refers to them (docs/checkpoints.md, "Collection").
   std::vector<std::string> idle_jobs(std::chrono::milliseconds age) const;
   /// Marks `job` as used now (its directory's time): not idle for another `age`.
   void touch(const std::string& job);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Issue #11's all-reduce benchmark: Monkey's data plane (shm and TCP) against OpenMPI's
+# Issue #11's all-reduce benchmark: Monkey's data plane (shm with heap tensors, shm with
+# registered tensors from the shared arena: "shm-reg", and TCP) against OpenMPI's
 # MPI_Allreduce (its default transports, and --mca btl self,tcp) and gloo (torch.distributed),
 # float32 sum of 4 MB and 64 MB, 2 and 4 ranks, all in one run; then point-to-point against
 # memcpy and a plain socket, and TCP wrapped in TLS against plain TCP. Prints every figure
@@ -51,6 +52,7 @@ mpi() { # world [mca...]
 {
   for w in 2 4; do
     dp "$w" shm bench "$sizes"
+    dp "$w" shm bench "$sizes" --registered all
     dp "$w" tcp bench "$sizes"
     dp "$w" tcp bench "$sizes" --tls-dir "$work/certs"
     MPI_LABEL=-default mpi "$w"
@@ -74,15 +76,17 @@ for line in open(sys.argv[1]):
     f = dict(kv.split("=") for kv in line.split()[1:])
     rows[(f["transport"], int(f["ranks"]), int(f["bytes"]))] = float(f["algbw_GBps"])
 print("\nall-reduce algorithm bandwidth, GB/s (ratio to the MPI peer named)")
-print(f"{'ranks':>5} {'size':>6} {'shm':>7} {'tcp':>7} {'tls':>7} {'mpi-def':>8} {'mpi-tcp':>8}"
-      f" {'gloo':>7} {'shm/mpi-def':>12} {'tcp/mpi-tcp':>12} {'tls/tcp':>8} {'shm/gloo':>9}")
+print(f"{'ranks':>5} {'size':>6} {'shm':>7} {'shm-reg':>7} {'tcp':>7} {'tls':>7} {'mpi-def':>8}"
+      f" {'mpi-tcp':>8} {'gloo':>7} {'shm/mpi-def':>12} {'reg/mpi-def':>12} {'tcp/mpi-tcp':>12}"
+      f" {'tls/tcp':>8} {'shm/gloo':>9}")
 for w in (2, 4):
     for b in (4194304, 67108864):
         g = lambda t: rows.get((t, w, b))
         fmt = lambda v: f"{v:7.2f}" if v else "      -"
         ratio = lambda a, c: f"{a / c:12.2f}" if a and c else "           -"
-        print(f"{w:>5} {b >> 20:>4}MB {fmt(g('shm'))} {fmt(g('tcp'))} {fmt(g('tls'))} "
-              f"{fmt(g('mpi-default')):>8} {fmt(g('mpi-tcp')):>8} {fmt(g('gloo'))} "
-              f"{ratio(g('shm'), g('mpi-default'))} {ratio(g('tcp'), g('mpi-tcp'))} "
+        print(f"{w:>5} {b >> 20:>4}MB {fmt(g('shm'))} {fmt(g('shm-reg'))} {fmt(g('tcp'))} "
+              f"{fmt(g('tls'))} {fmt(g('mpi-default')):>8} {fmt(g('mpi-tcp')):>8} {fmt(g('gloo'))} "
+              f"{ratio(g('shm'), g('mpi-default'))} {ratio(g('shm-reg'), g('mpi-default'))} "
+              f"{ratio(g('tcp'), g('mpi-tcp'))} "
               f"{ratio(g('tls'), g('tcp'))[4:]} {ratio(g('shm'), g('gloo'))[3:]}")
 PY

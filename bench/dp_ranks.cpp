@@ -6,6 +6,7 @@
 //   dp_ranks --rank R --world W --dir D [--transport auto|tcp|shm] [--key K]
 //            [--mode check|loop|bench|p2p] [--sizes N,N,...] [--iters I] [--timeout-ms T]
 //            [--connect-ms C] [--segment-kb S] [--ring-kb K] [--tls-dir DIR [--tls-name NAME]]
+//            [--registered all|odd]
 //
 // check: point-to-point and every collective over 1..sizes elements, compared bit for bit
 //        with the ring-order reference; prints "ok ..." lines, or "FAIL ..." and exits 1.
@@ -13,6 +14,8 @@
 //        the error is printed as "error after S s: ..." and the exit code is 3.
 // bench: all-reduce algorithm bandwidth per size (rank 0 prints it).
 // p2p:   rank 0 → rank 1 one-way bandwidth per size and the 8-byte round trip, beside memcpy.
+// --registered: tensors from the communicator's shared arena (all ranks, or the odd ones: a
+//        mixed group, which must take the ring and give the same sums).
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -45,6 +48,8 @@ struct args {
   long segment_kb = 4096;
   long ring_kb = 0; ///< 0: the mesh's default
   std::string tls_dir, tls_name = "node";
+  std::string registered; ///< "all", "odd" (odd ranks only) or "": which ranks' tensors
+                          ///< come from the shared arena
 };
 
 [[noreturn]] void die(const std::string& why, int code = 1) {
@@ -64,8 +69,15 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+/// Where tensors come from: the heap, or (--registered) the communicator's shared arena.
+communicator* arena_comm = nullptr;
+
+buffer f32(uint64_t count) {
+  return arena_comm ? arena_comm->alloc(dtype::f32, count) : buffer::f32(count);
+}
+
 buffer inputs(int32_t rank, uint64_t count, uint32_t salt) {
-  auto b = buffer::f32(count);
+  auto b = f32(count);
   for (uint64_t k = 0; k < count; ++k)
     b[k] = reference::value(rank, k, salt);
   return b;
@@ -97,7 +109,7 @@ void check_mode(communicator& c, const args& a) {
     // point-to-point around the ring
     {
       auto out = inputs(c.rank(), count, salt);
-      auto in = buffer::f32(count);
+      auto in = f32(count);
       auto next = (c.rank() + 1) % n, prev = (c.rank() + n - 1) % n;
       if (n > 1) {
         must(c.wait([&](completion d) {
@@ -135,8 +147,8 @@ void check_mode(communicator& c, const args& a) {
     {
       auto in = inputs(c.rank(), count, salt);
       auto mine = ring_chunk(count, n, c.rank());
-      auto piece = buffer::f32(mine.count);
-      auto full = buffer::f32(count);
+      auto piece = f32(mine.count);
+      auto full = f32(count);
       must(c.wait([&](completion d) { c.reduce_scatter(in, piece, reduce_op::sum, {}, d); }),
            "reduce_scatter");
       must(c.wait([&](completion d) { c.allgather(piece, full, {}, d); }), "allgather");
@@ -158,9 +170,10 @@ void check_mode(communicator& c, const args& a) {
       }
     }
     std::printf("ok rank %d: p2p, allreduce sum/mean, broadcast, reduce_scatter, allgather%s "
-                "of %llu elements over %s\n",
+                "of %llu elements over %s%s\n",
                 c.rank(), n >= 3 ? ", group" : "", static_cast<unsigned long long>(count),
-                c.transport((c.rank() + 1) % n).c_str());
+                c.transport((c.rank() + 1) % n).c_str(),
+                arena_comm ? " (registered buffers)" : "");
     std::fflush(stdout);
   }
 }
@@ -198,8 +211,8 @@ void bench_mode(communicator& c, const args& a) {
     std::sort(times.begin(), times.end());
     auto med = times[times.size() / 2];
     if (c.rank() == 0)
-      std::printf("allreduce transport=%s ranks=%d bytes=%llu median_us=%.0f algbw_GBps=%.3f\n",
-                  c.transport(1 % c.world()).c_str(), c.world(),
+      std::printf("allreduce transport=%s%s ranks=%d bytes=%llu median_us=%.0f algbw_GBps=%.3f\n",
+                  c.transport(1 % c.world()).c_str(), arena_comm ? "-reg" : "", c.world(),
                   static_cast<unsigned long long>(count * 4), med * 1e6, count * 4 / med / 1e9);
     std::fflush(stdout);
   }
@@ -284,6 +297,8 @@ int main(int argc, char** argv) {
       a.segment_kb = std::atol(val().c_str());
     else if (k == "--ring-kb")
       a.ring_kb = std::atol(val().c_str());
+    else if (k == "--registered")
+      a.registered = val();
     else if (k == "--connect-ms")
       a.connect_ms = std::atol(val().c_str());
     else if (k == "--sizes") {
@@ -329,10 +344,20 @@ int main(int argc, char** argv) {
   if (auto ok = (*m)->connect(eps); !ok)
     die(ok.error());
   auto& c = *(*m)->comm(a.rank);
+  if (a.registered == "all" || (a.registered == "odd" && a.rank % 2 == 1)) {
+    arena_comm = &c;
+    if (!c.registered(c.alloc(dtype::f32, 1)))
+      die("--registered: this rank has no shared arena (MONKEY_DP_ARENA_MB=0?)");
+  } else if (!a.registered.empty() && a.registered != "odd") {
+    die("dp_ranks: --registered takes all or odd, not " + a.registered, 2);
+  }
   std::printf("joined rank %d of %d (pid %d)\n", a.rank, a.world, static_cast<int>(::getpid()));
   std::fflush(stdout);
-  if (a.mode == "check")
+  if (a.mode == "check") {
     check_mode(c, a);
+    std::printf("in-place all-reduces: %llu\n",
+                static_cast<unsigned long long>(c.in_place_allreduces()));
+  }
   else if (a.mode == "loop")
     loop_mode(c, a);
   else if (a.mode == "bench")

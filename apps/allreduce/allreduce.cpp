@@ -59,7 +59,7 @@ caf::behavior allreduce_rank(caf::event_based_actor* self, monkey::app::context 
   auto world = ctx.world_size();
   auto dp = ctx.tensors(self);
   st->w = tensor::f32(n);
-  st->g = tensor::f32(n);
+  st->g = dp.alloc(monkey::app::dtype::f32, n); // in place between the ranks of a machine
   if (auto c = ctx.latest_checkpoint()) {
     int64_t at = 0;
     if (c->data.size() == sizeof(at) + n * sizeof(float)) {
@@ -77,7 +77,8 @@ caf::behavior allreduce_rank(caf::event_based_actor* self, monkey::app::context 
   }
   if (world > 1)
     ctx.log("reaches rank " + std::to_string((ctx.rank() + 1) % world) + " over "
-            + dp.transport((ctx.rank() + 1) % world));
+            + dp.transport((ctx.rank() + 1) % world)
+            + (dp.registered(st->g) ? " (its tensor in the shared arena)" : ""));
   self->send(self, next_step::value);
   return {
     [=](next_step) {

@@ -281,7 +281,8 @@ caf::behavior fmnist_rank(caf::event_based_actor* self, monkey::app::context ctx
   st->shares = equal_shares(batch, W);
   const auto params = param_count(cfg.sizes);
   st->stats = 3 + static_cast<size_t>(W);
-  st->exchange = tensor::f32(st->stats + params);
+  // (from the shared arena: the all-reduce of workers on one machine goes in place)
+  st->exchange = dp.alloc(monkey::app::dtype::f32, st->stats + params);
   if (cfg.ps) {
     st->weights = tensor::f32(params);
     st->push_hdr = tensor(monkey::app::dtype::f64, push_fields);

@@ -88,6 +88,18 @@ uint64_t tensors::allgather(tensor in, tensor out, std::vector<int32_t> group) c
 
 #undef MONKEY_TENSOR_OP
 
+tensor tensors::alloc(dtype t, uint64_t count) const {
+  auto plane = host_->plane();
+  auto* comm = plane ? plane->comm(rank_) : nullptr;
+  return comm ? comm->alloc(t, count) : tensor(t, count);
+}
+
+bool tensors::registered(const tensor& t) const {
+  auto plane = host_->plane();
+  auto* comm = plane ? plane->comm(rank_) : nullptr;
+  return comm && comm->registered(t);
+}
+
 std::string tensors::transport(int32_t peer) const {
   auto plane = host_->plane();
   auto* comm = plane ? plane->comm(rank_) : nullptr;

@@ -78,6 +78,20 @@ struct communicator::peer {
 communicator::communicator(int32_t rank, int32_t world, comm_options opts)
   : rank_(rank), world_(world), opts_(opts) {
   peers_.resize(static_cast<size_t>(world));
+  peer_arenas_.resize(static_cast<size_t>(world));
+}
+
+status communicator::peer_alive(int32_t r) {
+  auto& p = *peers_[static_cast<size_t>(r)];
+  {
+    std::lock_guard<std::mutex> guard{p.m};
+    if (!p.broken.empty())
+      return failure{p.broken};
+  }
+  if (auto* l = p.ch->collective_lane())
+    if (auto ok = l->wait(true, std::chrono::microseconds(0)); !ok)
+      return failure{ok.error() + " (rank " + std::to_string(r) + ")"};
+  return {};
 }
 
 communicator::~communicator() {
@@ -724,6 +738,8 @@ status communicator::ring_pass(buffer data, const std::vector<int32_t>& g, int i
     auto* v = std::getenv("MONKEY_DP_PIECE_KB");
     return std::max<uint64_t>(v ? std::strtoull(v, nullptr, 10) : 64, 4) << 10;
   }();
+  const uint64_t in_piece = in && in->piece_bytes() ? in->piece_bytes() : piece;
+  const uint64_t out_piece = out && out->piece_bytes() ? out->piece_bytes() : piece;
   auto last_progress = clock::now();
   int idle = 0;
   auto who = [](int32_t r) { return " (rank " + std::to_string(r) + ")"; };
@@ -734,7 +750,7 @@ status communicator::ring_pass(buffer data, const std::vector<int32_t>& g, int i
     if (in) {
       for (int k = 0; k < 4 && !rx.done(); ++k) {
         auto& p = rx.now();
-        auto got = in->try_read(p.at + rx.off, std::min(p.len - rx.off, piece),
+        auto got = in->try_read(p.at + rx.off, std::min(p.len - rx.off, in_piece),
                                 reduce && rx.in_chunk() ? std::optional<dtype>(data.type())
                                                         : std::nullopt);
         if (!got)
@@ -768,7 +784,7 @@ status communicator::ring_pass(buffer data, const std::vector<int32_t>& g, int i
         auto ready = tx_ready();
         if (ready <= tx.off)
           break;
-        auto put = out->try_write(tx.now().at + tx.off, std::min(ready - tx.off, piece));
+        auto put = out->try_write(tx.now().at + tx.off, std::min(ready - tx.off, out_piece));
         if (!put)
           return failure{put.error() + who(next)};
         if (*put == 0)
@@ -873,6 +889,11 @@ void communicator::allreduce(buffer buf, reduce_op op, std::vector<int32_t> grou
   run_collective(
     *g, [this, buf, op, g = *g, i](uint32_t tag) -> status {
       auto n = static_cast<int>(g.size());
+      auto direct = direct_allreduce(buf, op, g, i, tag);
+      if (!direct)
+        return failure{direct.error()};
+      if (*direct)
+        return {};
       if (auto ok = ring_pass(buf, g, i, tag, true); !ok)
         return ok;
       if (op == reduce_op::mean)

@@ -35,6 +35,7 @@
 
 namespace monkey::dp {
 
+class arena; // arena.hpp
 
 // ---- the ring schedule (pure; comm.test.cpp) -----------------------------------------------------
 
@@ -118,6 +119,20 @@ public:
   /// Blocking helpers (tests, benchmarks; never on an actor's thread).
   status wait(const std::function<void(completion)>& start);
 
+  /// Registered buffers (arena.hpp). This process's shared arena and each peer's that is
+  /// mapped here (ranks of this machine; a local rank's is this process's own), before
+  /// start(): mesh::connect sets them.
+  void use_arena(std::shared_ptr<arena> own);
+  void set_peer_arena(int32_t peer, std::shared_ptr<uint8_t> base, uint64_t bytes);
+  /// `count` zeroed elements of `t` for collectives: in the shared arena when this rank has
+  /// one with room, else on the heap. An all-reduce whose members all pass arena buffers
+  /// (all on one machine) reads the others' tensors in place instead of through the rings.
+  buffer alloc(dtype t, uint64_t count);
+  /// Whether `b` lies in this process's shared arena.
+  bool registered(const buffer& b) const;
+  /// All-reduces done in place over registered buffers (the others took the rings).
+  uint64_t in_place_allreduces() const { return in_place_.load(); }
+
 private:
   struct peer;
   struct pending_recv {
@@ -164,6 +179,21 @@ private:
   /// The reduce-scatter half of the ring (`reduce`: member i ends with the sum of chunk i)
   /// or its allgather half (the finished chunks passed around).
   status ring_pass(buffer data, const std::vector<int32_t>& g, int i, uint32_t tag, bool reduce);
+  /// The all-reduce over registered buffers (comm_direct.cpp): true when done so, false when
+  /// a member's buffer is not registered or not mapped here (every member then takes the
+  /// ring), or the failure.
+  expected<bool> direct_allreduce(buffer buf, reduce_op op, const std::vector<int32_t>& g,
+                                  int i, uint32_t tag);
+  /// Fails when the link to `r` broke or its process is gone (the reason names `r`).
+  status peer_alive(int32_t r);
+
+  struct mapped_arena {
+    std::shared_ptr<uint8_t> base;
+    uint64_t bytes = 0;
+  };
+  std::shared_ptr<arena> arena_;
+  std::vector<mapped_arena> peer_arenas_; ///< by rank
+  std::atomic<uint64_t> in_place_{0};
 
   int32_t rank_, world_;
   comm_options opts_;

@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "runtime/dataplane/arena.hpp"
 #include "runtime/dataplane/mesh.hpp"
 #include "runtime/dataplane/reference.hpp"
 #include "runtime/dataplane/tcp_link.hpp"
@@ -713,4 +714,167 @@ TEST_CASE("frames sent before their receive stay within their bound: the sender 
   REQUIRE_FALSE(stuck);
   CHECK_THAT(stuck.error(), Catch::Contains("sent a frame under tag 3"));
   CHECK_THAT(stuck.error(), Catch::Contains("does every send have its receive?"));
+}
+
+namespace {
+
+/// `n` ranks of one process (local ring pairs) sharing one arena, as an app host's ranks do.
+std::vector<std::unique_ptr<communicator>> registered_world(int n, std::shared_ptr<arena>& a,
+                                                            comm_options o = {}) {
+  auto made = arena::create(64 << 20);
+  REQUIRE(made);
+  a = *made;
+  o.timeout = std::chrono::seconds(10);
+  o.segment_bytes = 4096;
+  std::vector<std::unique_ptr<communicator>> w;
+  for (int r = 0; r < n; ++r) {
+    w.push_back(std::make_unique<communicator>(r, n, o));
+    w.back()->use_arena(a);
+  }
+  std::shared_ptr<uint8_t> base(a, a->base());
+  for (int r = 0; r < n; ++r)
+    for (int p = r + 1; p < n; ++p) {
+      auto pair = make_local_pair(1 << 16, o.timeout);
+      w[static_cast<size_t>(r)]->attach(p, std::move(pair.first));
+      w[static_cast<size_t>(p)]->attach(r, std::move(pair.second));
+      w[static_cast<size_t>(r)]->set_peer_arena(p, base, a->bytes());
+      w[static_cast<size_t>(p)]->set_peer_arena(r, base, a->bytes());
+    }
+  for (auto& c : w)
+    REQUIRE(c->start());
+  return w;
+}
+
+} // namespace
+
+TEST_CASE("registered buffers: the all-reduce reads the others' tensors in place, bit for bit "
+          "the ring's sum for every type; a group with one heap buffer takes the ring",
+          "[runtime][dataplane]") {
+  for (int n : {2, 3, 4, 5}) {
+    std::shared_ptr<arena> a;
+    auto w = registered_world(n, a);
+    std::vector<int32_t> all;
+    for (int r = 0; r < n; ++r)
+      all.push_back(r);
+    uint64_t in_place = 0;
+    for (auto t : {dtype::f32, dtype::f64, dtype::i32, dtype::i64, dtype::bf16, dtype::f16})
+      for (uint64_t count : {1ull, 2ull, 7ull, 1000ull, 100003ull})
+        for (auto op : {reduce_op::sum, reduce_op::mean})
+          for (bool mixed : {false, true}) {
+            if (op == reduce_op::mean && (t == dtype::i32 || t == dtype::i64))
+              continue;
+            auto salt = static_cast<uint32_t>(count * 13 + static_cast<uint64_t>(n));
+            std::vector<buffer> ins, bufs;
+            for (int r = 0; r < n; ++r) {
+              ins.push_back(typed_inputs(t, r, count, salt));
+              // mixed: the last rank's tensor is on the heap
+              auto b = mixed && r == n - 1 ? buffer(t, count)
+                                           : w[static_cast<size_t>(r)]->alloc(t, count);
+              REQUIRE(w[static_cast<size_t>(r)]->registered(b) == !(mixed && r == n - 1));
+              std::memcpy(b.data(), ins.back().data(), b.bytes());
+              bufs.push_back(b);
+            }
+            for (auto& st : on_all(n, [&](int r) {
+                   auto& c = *w[static_cast<size_t>(r)];
+                   return c.wait([&](completion d) { c.allreduce(bufs[static_cast<size_t>(r)], op, {}, d); });
+                 }))
+              REQUIRE_OK(st);
+            size_t bad = 0;
+            auto esz = dtype_size(t);
+            for (int r = 0; r < n; ++r)
+              for (uint64_t k = 0; k < count; ++k) {
+                auto want = typed_ring_sum(ins, all, k, op == reduce_op::mean);
+                bad += std::memcmp(want.data(),
+                                   static_cast<uint8_t*>(bufs[static_cast<size_t>(r)].data()) + k * esz,
+                                   esz) != 0;
+              }
+            INFO("n " << n << " type " << to_string(t) << " count " << count << " mixed " << mixed);
+            CHECK(bad == 0);
+            if (!mixed)
+              ++in_place;
+          }
+    // Every all-reduce of registered buffers went in place, none of the mixed ones.
+    for (auto& c : w)
+      CHECK(c->in_place_allreduces() == in_place);
+  }
+}
+
+TEST_CASE("registered buffers: a group of some ranks in place while the others talk; members "
+          "that disagree on the size fail with the reason; a closed member fails the others",
+          "[runtime][dataplane]") {
+  std::shared_ptr<arena> a;
+  auto w = registered_world(4, a);
+  // Ranks 3 and 1 (that order) all-reduce in place while 0 and 2 all-reduce on the heap.
+  std::vector<buffer> bufs;
+  for (int r = 0; r < 4; ++r) {
+    auto b = r % 2 ? w[static_cast<size_t>(r)]->alloc(dtype::f32, 5000) : buffer::f32(5000);
+    auto in = inputs(r, 5000, 9);
+    std::memcpy(b.data(), in.data(), in.bytes());
+    bufs.push_back(b);
+  }
+  for (int round = 0; round < 3; ++round)
+    for (auto& st : on_all(4, [&](int r) {
+           auto& c = *w[static_cast<size_t>(r)];
+           std::vector<int32_t> g = r % 2 ? std::vector<int32_t>{3, 1} : std::vector<int32_t>{0, 2};
+           return c.wait([&](completion d) { c.allreduce(bufs[static_cast<size_t>(r)], reduce_op::mean, g, d); });
+         }))
+      REQUIRE_OK(st);
+  CHECK(w[1]->in_place_allreduces() == 3);
+  CHECK(w[3]->in_place_allreduces() == 3);
+  CHECK(w[0]->in_place_allreduces() == 0);
+  // (the mean of two equal values is that value: after the first round they stay)
+  for (uint64_t k = 0; k < 5000; k += 499) {
+    CHECK(bufs[1][k] == bufs[3][k]);
+    CHECK(bufs[0][k] == bufs[2][k]);
+  }
+
+  // Sizes that differ: both fail, naming the reason.
+  auto x = w[1]->alloc(dtype::f32, 100), y = w[3]->alloc(dtype::f32, 200);
+  auto st = on_all(2, [&](int k) {
+    auto& c = *w[k == 0 ? 1 : 3];
+    return c.wait([&](completion d) { c.allreduce(k == 0 ? x : y, reduce_op::sum, {1, 3}, d); });
+  });
+  REQUIRE_FALSE(st[0]);
+  REQUIRE_FALSE(st[1]);
+  CHECK_THAT(st[0].error() + st[1].error(),
+             Catch::Contains("every member must call the same collectives in the same order"));
+
+  // A member that closes while another waits for it: the waiter fails within a moment.
+  auto z = w[0]->alloc(dtype::f32, 100);
+  w[2]->close();
+  auto t0 = std::chrono::steady_clock::now();
+  auto alone = w[0]->wait([&](completion d) { w[0]->allreduce(z, reduce_op::sum, {0, 2}, d); });
+  REQUIRE_FALSE(alone);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+}
+
+TEST_CASE("the arena: allocations are zeroed, aligned, given back and reused; a full arena "
+          "says so and alloc falls back to the heap", "[runtime][dataplane]") {
+  auto made = arena::create(arena_slot_bytes + (1 << 20));
+  REQUIRE(made);
+  auto a = *made;
+  auto b1 = a->alloc(dtype::f32, 1000);
+  REQUIRE(b1);
+  CHECK(reinterpret_cast<uintptr_t>(b1->data()) % 4096 == 0);
+  CHECK(a->offset_of(b1->data(), b1->bytes()) != not_registered);
+  CHECK(a->offset_of(b1->data(), a->bytes()) == not_registered); // runs past the end
+  for (uint64_t k = 0; k < 1000; ++k)
+    CHECK((*b1)[k] == 0.0f);
+  auto off1 = a->offset_of(b1->data(), 4);
+  auto big = a->alloc(dtype::u8, 2 << 20);
+  REQUIRE_FALSE(big);
+  CHECK_THAT(big.error(), Catch::Contains("MONKEY_DP_ARENA_MB"));
+  *b1 = buffer(); // the last copy gives the range back...
+  auto b2 = a->alloc(dtype::f64, 10);
+  REQUIRE(b2);
+  CHECK(a->offset_of(b2->data(), 4) == off1); // ...and it is reused
+  int x = 0;
+  CHECK(a->offset_of(&x, sizeof(x)) == not_registered);
+
+  communicator c(0, 1);
+  c.use_arena(a);
+  auto heap = c.alloc(dtype::f32, 1 << 20); // 4 MB: more than is left
+  CHECK_FALSE(c.registered(heap));
+  CHECK(heap.count() == 1u << 20);
+  CHECK(c.registered(c.alloc(dtype::f32, 16)));
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/dataplane/mesh.hpp"
+#include "runtime/dataplane/arena.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -97,8 +98,15 @@ expected<std::unique_ptr<mesh>> mesh::create(int32_t world, std::vector<int32_t>
   co.timeout = opts.timeout;
   co.segment_bytes = opts.segment_bytes;
   co.max_early_bytes = opts.max_early_bytes;
-  for (auto r : local)
+  // The shared arena of registered buffers (MONKEY_DP_ARENA_MB; address space only until
+  // buffers use it). Without one every all-reduce takes the rings.
+  if (arena::configured_bytes() > 0)
+    if (auto a = arena::create(arena::configured_bytes()))
+      m->arena_ = *a;
+  for (auto r : local) {
     m->comms_[r] = std::make_unique<communicator>(r, world, co);
+    m->comms_[r]->use_arena(m->arena_);
+  }
   return m;
 }
 
@@ -134,6 +142,7 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
     if (!where.count(r))
       return failure{"data plane: no host runs rank " + std::to_string(r)};
   auto is_local = [&](int32_t r) { return comms_.count(r) > 0; };
+  const int arena_fd = arena_ ? arena_->fd() : -1;
   auto use_shm = [&](const host_endpoint& e) {
     return opts_.transport == "shm" || (opts_.transport != "tcp" && e.machine == machine_);
   };
@@ -145,6 +154,11 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
         auto pair = make_local_pair(opts_.ring_bytes, opts_.timeout);
         comms_[r]->attach(p, std::move(pair.first));
         comms_[p]->attach(r, std::move(pair.second));
+        if (arena_) { // one process: its own arena (the alias keeps it alive)
+          std::shared_ptr<uint8_t> base(arena_, arena_->base());
+          comms_[r]->set_peer_arena(p, base, arena_->bytes());
+          comms_[p]->set_peer_arena(r, base, arena_->bytes());
+        }
       }
 
   // Plain TCP pairs get a second connection, the collectives' lane (transport.hpp); TLS
@@ -182,6 +196,7 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
         continue;
       uint32_t from = 0, to = 0;
       std::unique_ptr<channel> ch;
+      peer_arena_map peer_arena;
       std::string why;
       if (fds[0].revents & POLLIN) {
         auto l = tcp_.accept(opts_.key, opts_.timeout);
@@ -226,11 +241,12 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
           why = l.error();
         }
       } else if (fds[1].revents & POLLIN) {
-        auto a = unix_.accept(opts_.key, opts_.ring_bytes, opts_.timeout);
+        auto a = unix_.accept(opts_.key, opts_.ring_bytes, opts_.timeout, arena_fd);
         if (a) {
           from = a->from;
           to = a->to;
           ch = std::move(a->ch);
+          peer_arena = std::move(a->arena);
         } else {
           why = a.error();
         }
@@ -248,6 +264,8 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
         continue;
       }
       c->attach(static_cast<int32_t>(from), std::move(ch));
+      if (peer_arena.base)
+        c->set_peer_arena(static_cast<int32_t>(from), peer_arena.base, peer_arena.bytes);
       ++got;
     }
   });
@@ -260,12 +278,16 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
       auto& e = where[p];
       auto left = std::max<milliseconds>(left_ms(), milliseconds(1));
       if (use_shm(e)) {
+        peer_arena_map peer_arena;
         auto ch = dial_shm(e.unix_name, opts_.key, static_cast<uint32_t>(r), static_cast<uint32_t>(p),
-                           std::min(left, opts_.timeout), opts_.timeout);
-        if (!ch)
+                           std::min(left, opts_.timeout), opts_.timeout, arena_fd, &peer_arena);
+        if (!ch) {
           dial_error = "rank " + std::to_string(r) + " to rank " + std::to_string(p) + ": " + ch.error();
-        else
+        } else {
           comms_.at(r)->attach(p, std::move(*ch));
+          if (peer_arena.base)
+            comms_.at(r)->set_peer_arena(p, peer_arena.base, peer_arena.bytes);
+        }
       } else {
         auto l = tcp_link::dial(e.tcp, opts_.key, static_cast<uint32_t>(r), static_cast<uint32_t>(p),
                                 std::min(left, opts_.timeout));

@@ -66,6 +66,7 @@ private:
   unix_listener unix_;
   std::string endpoint_, machine_;
   std::shared_ptr<tls_context> tls_;
+  std::shared_ptr<arena> arena_; ///< registered buffers (arena.hpp); null: none
   std::map<int32_t, std::unique_ptr<communicator>> comms_;
 };
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/dataplane/transport.hpp"
+#include "runtime/dataplane/arena.hpp"
 
 #include <algorithm>
 #include <array>
@@ -120,6 +121,13 @@ public:
   }
 
   int poll_fd() const override { return link_.fd(); }
+  uint64_t piece_bytes() const override {
+    static const uint64_t bytes = [] {
+      auto* v = std::getenv("MONKEY_DP_TCP_PIECE_KB");
+      return std::max<uint64_t>(v ? std::strtoull(v, nullptr, 10) : 1024, 4) << 10;
+    }();
+    return bytes;
+  }
   void shutdown() { link_.shutdown(); }
 
 private:
@@ -592,7 +600,8 @@ struct fd_message {
   fd_message& operator=(const fd_message&) = delete;
 };
 
-status send_fd(int sock, int fd) {
+/// Hands `fd` over with one byte 1 (`what` names it in errors).
+status send_fd(int sock, int fd, const char* what = "shared segment") {
   fd_message m;
   auto* cm = CMSG_FIRSTHDR(&m.msg);
   cm->cmsg_level = SOL_SOCKET;
@@ -600,22 +609,73 @@ status send_fd(int sock, int fd) {
   cm->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
   if (::sendmsg(sock, &m.msg, MSG_NOSIGNAL) != 1)
-    return failure{"data plane: handing over the shared segment: " + errno_text()};
+    return failure{std::string("data plane: handing over the ") + what + ": " + errno_text()};
   return {};
 }
 
-expected<int> recv_fd(int sock) {
+/// The descriptor the peer handed over; `optional`: a byte 0 without one says it has none
+/// (-1).
+expected<int> recv_fd(int sock, const char* what = "shared segment", bool optional = false) {
   fd_message m;
   auto r = ::recvmsg(sock, &m.msg, MSG_CMSG_CLOEXEC);
   if (r != 1)
-    return failure{std::string("data plane: receiving the shared segment: ")
+    return failure{std::string("data plane: receiving the ") + what + ": "
                    + (r == 0 ? "the peer closed the connection" : errno_text())};
   auto* cm = CMSG_FIRSTHDR(&m.msg);
-  if (!cm || cm->cmsg_type != SCM_RIGHTS)
-    return failure{"data plane: the peer sent no shared segment"};
   int fd = -1;
-  std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+  if (cm && cm->cmsg_type == SCM_RIGHTS)
+    std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+  if (optional && m.byte == 0) {
+    if (fd >= 0)
+      ::close(fd);
+    return -1;
+  }
+  if (fd < 0)
+    return failure{std::string("data plane: the peer sent no ") + what};
   return fd;
+}
+
+/// The arenas' swap (after the ring segment): a byte, 1 with a descriptor, 0 without.
+status send_arena_fd(int sock, int fd) {
+  if (fd >= 0)
+    return send_fd(sock, fd, "arena");
+  char none = 0;
+  if (::send(sock, &none, 1, MSG_NOSIGNAL) != 1)
+    return failure{"data plane: sending the arena: " + errno_text()};
+  return {};
+}
+
+/// Maps the peer's arena when both sides have one (a failure to map leaves it unmapped: the
+/// all-reduces over this pair then take the rings, as call_slot says).
+peer_arena_map swap_arenas(int sock, int own_fd, bool send_first, std::string& why) {
+  peer_arena_map out;
+  expected<int> theirs = -1;
+  if (send_first) {
+    if (auto ok = send_arena_fd(sock, own_fd); !ok) {
+      why = ok.error();
+      return out;
+    }
+    theirs = recv_fd(sock, "arena", true);
+  } else {
+    theirs = recv_fd(sock, "arena", true);
+    if (theirs)
+      if (auto ok = send_arena_fd(sock, own_fd); !ok) {
+        ::close(*theirs);
+        why = ok.error();
+        return out;
+      }
+  }
+  if (!theirs) {
+    why = theirs.error();
+    return out;
+  }
+  if (*theirs < 0)
+    return out;
+  if (own_fd >= 0)
+    if (auto m = map_peer_arena(*theirs, out.bytes))
+      out.base = std::move(*m);
+  ::close(*theirs);
+  return out;
 }
 
 std::shared_ptr<void> map_segment(int fd, uint64_t bytes, std::string& why) {
@@ -713,7 +773,7 @@ expected<unix_listener> unix_listener::listen() {
 
 expected<unix_listener::accepted> unix_listener::accept(const std::string& key,
                                                         uint64_t capacity,
-                                                        milliseconds timeout) {
+                                                        milliseconds timeout, int arena_fd) {
   pollfd p{fd_, POLLIN, 0};
   if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1)
     return failure{"data plane: no peer connected within " + std::to_string(timeout.count())
@@ -760,6 +820,11 @@ expected<unix_listener::accepted> unix_listener::accept(const std::string& key,
     return failure{handed.error()};
   }
   accepted out;
+  out.arena = swap_arenas(sock, arena_fd, true, why);
+  if (!why.empty()) {
+    ::close(sock);
+    return failure{why};
+  }
   out.from = who->first;
   out.to = who->second;
   // The dialer writes rings A and C and reads B and D.
@@ -769,7 +834,8 @@ expected<unix_listener::accepted> unix_listener::accept(const std::string& key,
 
 expected<std::unique_ptr<channel>> dial_shm(const std::string& name, const std::string& key,
                                             uint32_t from, uint32_t to,
-                                            milliseconds connect_timeout, milliseconds timeout) {
+                                            milliseconds connect_timeout, milliseconds timeout,
+                                            int arena_fd, peer_arena_map* arena) {
   int sock = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   socklen_t len = 0;
   auto addr = abstract_address(name, len);
@@ -811,6 +877,13 @@ expected<std::unique_ptr<channel>> dial_shm(const std::string& name, const std::
     ::close(sock);
     return failure{why};
   }
+  auto swapped = swap_arenas(sock, arena_fd, false, why);
+  if (!why.empty()) {
+    ::close(sock);
+    return failure{why};
+  }
+  if (arena)
+    *arena = std::move(swapped);
   auto r = lay_out(static_cast<uint8_t*>(mem.get()), l, false);
   return std::unique_ptr<channel>(
     std::make_unique<ring_channel>(r[0], r[1], r[2], r[3], mem, sock, timeout, "shm"));

@@ -44,6 +44,10 @@ public:
   /// A descriptor that poll() reports ready for both directions (a socket), or -1 (memory:
   /// polled, then wait()).
   virtual int poll_fd() const { return -1; }
+  /// The most bytes one try_write or try_read should move, 0: the ring pass's own piece
+  /// (MONKEY_DP_PIECE_KB, cache-sized). TCP takes larger ones: each system call and each
+  /// loopback segment costs far more than a copy (docs/dataplane.md, Measured).
+  virtual uint64_t piece_bytes() const { return 0; }
 };
 
 class channel {
@@ -91,6 +95,12 @@ uint64_t lane_capacity(uint64_t ring);
 std::pair<std::unique_ptr<channel>, std::unique_ptr<channel>>
 make_local_pair(uint64_t capacity, std::chrono::milliseconds timeout);
 
+/// A peer process's shared arena as mapped here (arena.hpp), or none.
+struct peer_arena_map {
+  std::shared_ptr<uint8_t> base;
+  uint64_t bytes = 0;
+};
+
 /// A listening Unix socket in the abstract namespace (no file): the shm transport's door.
 class unix_listener {
 public:
@@ -107,12 +117,15 @@ public:
   int fd() const { return fd_; }
   /// Accepts the next connection, checks its key proof and answers with a new shared segment
   /// of two rings of `capacity` bytes. The channel, the dialer's rank and the rank it asked for.
+  /// `arena_fd` (-1: none): this process's shared arena (arena.hpp), handed over for the
+  /// dialer's; each maps the other's when both have one.
   struct accepted {
     std::unique_ptr<channel> ch;
     uint32_t from = 0, to = 0;
+    peer_arena_map arena; ///< the dialer's arena, mapped (empty: none)
   };
   expected<accepted> accept(const std::string& key, uint64_t capacity,
-                            std::chrono::milliseconds timeout);
+                            std::chrono::milliseconds timeout, int arena_fd = -1);
 
 private:
   int fd_ = -1;
@@ -120,11 +133,13 @@ private:
 };
 
 /// Dials the Unix socket `name` as rank `from` asking for rank `to`, proves `key` and maps the
-/// segment the listener hands over.
+/// segment the listener hands over; then the two swap arenas (`arena_fd`, -1: none; the
+/// listener's lands in `*arena` when both have one).
 /// `connect_timeout` bounds the connection and the proof, `timeout` the channel's transfers.
 expected<std::unique_ptr<channel>> dial_shm(const std::string& name, const std::string& key,
                                             uint32_t from, uint32_t to,
                                             std::chrono::milliseconds connect_timeout,
-                                            std::chrono::milliseconds timeout);
+                                            std::chrono::milliseconds timeout,
+                                            int arena_fd = -1, peer_arena_map* arena = nullptr);
 
 } // namespace monkey::dp

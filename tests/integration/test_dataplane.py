@@ -45,6 +45,28 @@ def finish(procs, timeout):
     return outs
 
 
+def signal_rank_one(procs, sig, what):
+    """Once rank 1 of a 3-rank loop has done 3 all-reduces, sends it `sig`; the exit codes
+    and outputs of ranks 0 and 2, the seconds they took to stop, and their last lines."""
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if procs[1].stdout.readline().startswith("iter 3"):
+            break
+    check(time.time() < deadline, f"{what}: rank 1 iterated")
+    t0 = time.time()
+    procs[1].send_signal(sig)
+    try:
+        outs = finish([procs[0], procs[2]], 30)
+        took = time.time() - t0
+    finally:
+        procs[1].send_signal(signal.SIGKILL)
+        procs[1].send_signal(signal.SIGCONT)
+        procs[1].wait()
+    for (rc, out), r in zip(outs, (0, 2)):
+        check(rc == 3, f"{what}: rank {r} stopped with the error code: {rc}\n{out[-1500:]}")
+    return outs, took, " | ".join(o.splitlines()[-1] for _, o in outs)
+
+
 def collectives_equal_the_reference(c):
     """Every transport, 2/3/4 ranks, sizes 1 .. 1M+3 elements; 64 MB on 2 and 4 ranks."""
     before = shm_entries()
@@ -107,25 +129,52 @@ def stopped_rank_times_out(c):
     for transport in ("shm", "tcp"):
         procs = start_world(3, "--transport", transport, "--mode", "loop", "--iters", "0",
                             "--sizes", "262144", "--timeout-ms", "2000")
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if procs[1].stdout.readline().startswith("iter 3"):
-                break
-        t0 = time.time()
-        procs[1].send_signal(signal.SIGSTOP)
-        try:
-            outs = finish([procs[0], procs[2]], 30)
-            took = time.time() - t0
-        finally:
-            procs[1].send_signal(signal.SIGKILL)
-            procs[1].send_signal(signal.SIGCONT)
-            procs[1].wait()
-        for (rc, out), r in zip(outs, (0, 2)):
-            check(rc == 3, f"{transport}: rank {r} stopped with an error: {rc}\n{out[-1500:]}")
-        errors = " | ".join(o.splitlines()[-1] for _, o in outs)
+        _, took, errors = signal_rank_one(procs, signal.SIGSTOP, transport)
         check("timed out" in errors, f"{transport}: a rank timed out: {errors}")
         check(1.5 < took < 20, f"{transport}: after the 2 s timeout ({took:.1f} s)")
         print(f"  {transport}: timed out {took:.2f} s after SIGSTOP", flush=True)
+
+
+def registered_buffers_in_place(c):
+    """Tensors from the shared arena (--registered): 2, 3 and 4 ranks over shm all-reduce in
+    place (the others' tensors read where they lie), every collective still equal to the
+    ring-order reference up to 64 MB; a group where only the odd ranks registered takes the
+    ring, with the same sums; kill -9 of a rank fails the others at once and SIGSTOP after the
+    transfer timeout, as over the rings; nothing is left in /dev/shm."""
+    before = shm_entries()
+    for world, reg in ((2, "all"), (3, "all"), (4, "all"), (3, "odd")):
+        sizes = "1,2,7,1000,65537,1000003" + (",16777216" if world in (2, 4) else "")
+        outs = finish(start_world(world, "--transport", "shm", "--sizes", sizes,
+                                  "--registered", reg), 300)
+        for r, (rc, out) in enumerate(outs):
+            check(rc == 0, f"world {world} {reg} rank {r} passed: rc {rc}\n{out[-2000:]}")
+            check(out.count("ok rank") == len(sizes.split(",")),
+                  f"world {world} {reg} rank {r} checked every size:\n{out[-2000:]}")
+            done = [int(l.split(":")[1]) for l in out.splitlines()
+                    if l.startswith("in-place all-reduces:")]
+            check(len(done) == 1, f"rank {r} said how many went in place:\n{out[-500:]}")
+            if reg == "all":
+                # sum and mean of every size, and the group of ranks 1.. when world >= 3
+                want = len(sizes.split(",")) * (3 if world >= 3 and r > 0 else 2)
+                check(done[0] == want, f"world {world} rank {r}: {done[0]} of {want} in place")
+            else:
+                check(done[0] == 0, f"a mixed group took the ring: rank {r} did {done[0]}")
+    for how in ("kill", "stop"):
+        procs = start_world(3, "--transport", "shm", "--mode", "loop", "--iters", "0",
+                            "--sizes", "1048576", "--registered", "all",
+                            "--timeout-ms", "2000" if how == "stop" else "30000")
+        _, took, errors = signal_rank_one(
+            procs, signal.SIGKILL if how == "kill" else signal.SIGSTOP, f"registered, {how}")
+        if how == "kill":
+            check(took < 10, f"the others failed within 10 s of the kill ({took:.1f} s)")
+            check(any(w in errors for w in ("went away", "closed")),
+                  f"the errors say a link was lost: {errors}")
+        else:
+            check("timed out" in errors, f"a rank timed out: {errors}")
+            check(1.5 < took < 20, f"after the 2 s timeout ({took:.1f} s)")
+        print(f"  registered, {how}: the others failed {took:.2f} s after it: {errors[:300]}",
+              flush=True)
+    check(shm_entries() == before, f"/dev/shm unchanged: {shm_entries() - before}")
 
 
 def rank_without_the_key_is_refused(c):
@@ -237,6 +286,7 @@ def app_allreduce_resumes_after_kill9(c):
 
 if __name__ == "__main__":
     run(collectives_equal_the_reference, killed_rank_fails_the_others_at_once,
-        stopped_rank_times_out, rank_without_the_key_is_refused, tls_links,
+        stopped_rank_times_out, registered_buffers_in_place, rank_without_the_key_is_refused,
+        tls_links,
         app_allreduce_across_nodes, app_allreduce_on_a_tls_cluster,
         app_allreduce_resumes_after_kill9)

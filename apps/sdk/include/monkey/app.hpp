@@ -229,6 +229,13 @@ public:
   uint64_t allgather(tensor in, tensor out, std::vector<int32_t> group = {}) const;
   /// How this rank reaches `peer`: "shm", "tcp", "local", or "" (itself, or no data plane).
   std::string transport(int32_t peer) const;
+  /// `count` zeroed elements of `t` for collectives: in the host's shared arena when its data
+  /// plane has one with room, else on the heap (a plain tensor). An all-reduce whose ranks,
+  /// all on one machine, all pass such tensors reads the others' tensors in place instead of
+  /// copying through the rings (docs/dataplane.md, "Registered buffers").
+  tensor alloc(dtype t, uint64_t count) const;
+  /// Whether `t` lies in the host's shared arena (alloc found room).
+  bool registered(const tensor& t) const;
 
 private:
   friend class context;

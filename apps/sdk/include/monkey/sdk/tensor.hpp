@@ -61,6 +61,10 @@ public:
       std::memset(p, 0, rounded);
     mem_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
   }
+  /// `count` elements of `type` in memory owned elsewhere (the data plane's shared arena:
+  /// communicator::alloc); `mem`'s deleter gives it back.
+  buffer(dtype type, uint64_t count, std::shared_ptr<uint8_t> mem)
+    : type_(type), count_(count), mem_(std::move(mem)) {}
   static buffer f32(uint64_t count) { return buffer(dtype::f32, count); }
 
   dtype type() const { return type_; }

@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: Apache-2.0
+// The all-reduce over registered buffers (arena.hpp; docs/dataplane.md, "Registered
+// buffers"): the members of a group on one machine read each other's tensors in place.
+//
+// Each member publishes in its call slot the call's tag and where its buffer lies (stage 1),
+// and, when its own buffer is registered, waits for every other member's slot of the same
+// call: all registered, it goes on here; one not (or not mapped), every member takes the
+// ring (a member whose own buffer is not registered takes it at once). Then member i
+//   - sums chunk i of every member's tensor into its own, in the ring's order (chunk c from
+//     member c + 1 onwards: the same additions as the ring, bit for bit), divides it for a
+//     mean, and says so (stage 2);
+//   - copies each other member's finished chunk from that member's tensor once it says so,
+//     then adds one to every other member's readers_done (it reads their tensors no more);
+//   - returns when its own readers_done counts every other member (nobody reads its tensor
+//     any more; the count is reset on entry, before stage 1 shows).
+// A member's chunk is overwritten (stage 2 of the others) only after it was read: member c
+// finishes chunk c only after it has read everyone's chunk c, and a member's own chunk c
+// changes only when it copies c's finished one.
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "runtime/dataplane/arena.hpp"
+#include "runtime/dataplane/comm.hpp"
+
+namespace monkey::dp {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+inline void pause_cpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+uint64_t state_of(uint32_t tag, uint32_t stage) {
+  return (uint64_t{tag} << 32) | stage;
+}
+
+bool reached(uint64_t state, uint32_t tag, uint32_t stage) {
+  return (state >> 32) == tag && (state & 0xFFFFFFFFu) >= stage;
+}
+
+void wake(call_slot& s) {
+  s.seq.fetch_add(1, std::memory_order_seq_cst);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s.seq), FUTEX_WAKE, INT_MAX, nullptr,
+            nullptr, 0);
+}
+
+void publish(call_slot& s, uint32_t tag, uint32_t stage) {
+  s.state.store(state_of(tag, stage), std::memory_order_release);
+  wake(s);
+}
+
+} // namespace
+
+void communicator::use_arena(std::shared_ptr<arena> own) {
+  arena_ = std::move(own);
+}
+
+void communicator::set_peer_arena(int32_t peer, std::shared_ptr<uint8_t> base,
+                                  uint64_t bytes) {
+  if (peer >= 0 && peer < world_)
+    peer_arenas_[static_cast<size_t>(peer)] = mapped_arena{std::move(base), bytes};
+}
+
+buffer communicator::alloc(dtype t, uint64_t count) {
+  if (arena_)
+    if (auto b = arena_->alloc(t, count))
+      return std::move(*b);
+  return buffer(t, count);
+}
+
+bool communicator::registered(const buffer& b) const {
+  return arena_ && !b.empty() && arena_->offset_of(b.data(), b.bytes()) != not_registered;
+}
+
+expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
+                                              const std::vector<int32_t>& g, int i,
+                                              uint32_t tag) {
+  const int n = static_cast<int>(g.size());
+  if (n < 2 || !arena_ || !arena_->slot(rank_))
+    return false;
+  // Every member's arena must be mapped here. A member that cannot go on here says so in its
+  // slot all the same (not registered): a peer that mapped its arena waits for that slot.
+  std::vector<uint8_t*> bases(static_cast<size_t>(n));
+  bool mapped = true;
+  for (int k = 0; k < n; ++k) {
+    auto r = g[static_cast<size_t>(k)];
+    if (r == rank_) {
+      bases[static_cast<size_t>(k)] = arena_->base();
+      continue;
+    }
+    auto& a = peer_arenas_[static_cast<size_t>(r)];
+    if (!a.base || r >= max_slot_ranks)
+      mapped = false;
+    else
+      bases[static_cast<size_t>(k)] = a.base.get();
+  }
+  uint64_t group = 14695981039346656037ull; // FNV-1a over the members in ring order
+  for (auto r : g)
+    for (int b = 0; b < 4; ++b)
+      group = (group ^ ((static_cast<uint32_t>(r) >> (8 * b)) & 0xFF)) * 1099511628211ull;
+  auto& mine = *arena_->slot(rank_);
+  const uint64_t bytes = buf.bytes();
+  auto offset = buf.empty() || !mapped ? not_registered : arena_->offset_of(buf.data(), bytes);
+  mine.offset = offset;
+  mine.count = buf.count();
+  mine.type = static_cast<uint32_t>(buf.type());
+  mine.readers_done.store(0, std::memory_order_relaxed);
+  mine.group.store(group, std::memory_order_relaxed);
+  publish(mine, tag, 1);
+  if (offset == not_registered)
+    return false; // (the others see it and take the ring too)
+
+  // How long a waiter polls before it sleeps (MONKEY_DP_SPIN overrides). While every member
+  // has a core of its own: 50000 rounds (0.8 ms here), longer than a member's chunk takes,
+  // because a member woken from the futex is often placed on its waker's core, and the two
+  // then share it (with 2000 rounds 4 of 20 runs of 2 ranks took 900 us, not 350). When
+  // they outnumber the cores, 200: a poller holds a core that a member it waits for needs
+  // (4 ranks on 2 cores ran 1.1x faster than with 2000).
+  static const char* spin_env = std::getenv("MONKEY_DP_SPIN");
+  const int spin_rounds = spin_env ? std::atoi(spin_env)
+                          : static_cast<unsigned>(n) <= std::thread::hardware_concurrency() ? 50000
+                                                                                            : 200;
+  auto slot_of = [&](int k) { return slot_at(bases[static_cast<size_t>(k)], g[static_cast<size_t>(k)]); };
+  // Waits until `ready()`, watching slot `s`'s futex: spins, then sleeps; fails when a member
+  // is gone or nothing happened for the transfer timeout (`what` names what was awaited).
+  auto wait_until = [&](call_slot* s, auto ready, const std::string& what) -> status {
+    for (int spin = 0; spin < spin_rounds; ++spin) {
+      if (ready())
+        return {};
+      pause_cpu();
+    }
+    auto since = clock::now();
+    for (;;) {
+      auto seen = s->seq.load(std::memory_order_seq_cst);
+      if (ready())
+        return {};
+      timespec ts{0, 1000000}; // 1 ms: every change wakes; the nap bounds the checks below
+      ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s->seq), FUTEX_WAIT, seen, &ts,
+                nullptr, 0);
+      if (ready())
+        return {};
+      for (auto r : g)
+        if (r != rank_)
+          if (auto ok = peer_alive(r); !ok)
+            return ok;
+      if (clock::now() - since > opts_.timeout)
+        return failure{"data plane: " + what + " within "
+                       + std::to_string(opts_.timeout.count())
+                       + " ms: timed out (is a member frozen, or calling other collectives?)"};
+    }
+  };
+  auto wait_stage = [&](int k, uint32_t stage) {
+    auto* s = slot_of(k);
+    return wait_until(
+      s,
+      [&] {
+        return reached(s->state.load(std::memory_order_acquire), tag, stage)
+               && s->group.load(std::memory_order_relaxed) == group;
+      },
+      "rank " + std::to_string(g[static_cast<size_t>(k)]) + " did not "
+        + (stage == 1 ? "enter" : "finish its chunk of") + " the all-reduce (tag "
+        + std::to_string(tag) + ")");
+  };
+
+  std::vector<uint8_t*> at(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) {
+    if (k == i) {
+      at[static_cast<size_t>(k)] = static_cast<uint8_t*>(buf.data());
+      continue;
+    }
+    if (auto ok = wait_stage(k, 1); !ok)
+      return failure{ok.error()};
+    auto* s = slot_of(k);
+    auto r = g[static_cast<size_t>(k)];
+    if (s->count != buf.count() || s->type != static_cast<uint32_t>(buf.type()))
+      return failure{"data plane: rank " + std::to_string(r) + " all-reduces "
+                     + std::to_string(s->count) + " elements of "
+                     + to_string(static_cast<dtype>(s->type)) + " where this one does "
+                     + std::to_string(buf.count()) + " of " + to_string(buf.type())
+                     + ": every member must call the same collectives in the same order"};
+    if (s->offset == not_registered)
+      return false;
+    auto limit = peer_arenas_[static_cast<size_t>(r)].bytes;
+    if (s->offset < arena_slot_bytes || s->offset > limit || bytes > limit - s->offset)
+      return failure{"data plane: rank " + std::to_string(r)
+                     + " names a buffer outside its arena"};
+    at[static_cast<size_t>(k)] = bases[static_cast<size_t>(k)] + s->offset;
+  }
+
+  // Chunk i: the others' in the ring's order from member i + 1, then this member's.
+  const auto t = buf.type();
+  const uint64_t esz = dtype_size(t);
+  auto c = ring_chunk(buf.count(), n, i);
+  auto* own = at[static_cast<size_t>(i)] + c.first * esz;
+  if (n == 2) {
+    add_elems(t, own, at[static_cast<size_t>((i + 1) % n)] + c.first * esz, c.count);
+  } else {
+    const uint64_t piece = std::max<uint64_t>((32 << 10) / esz, 1);
+    std::vector<uint64_t> acc_mem((piece * esz + 7) / 8);
+    auto* acc = reinterpret_cast<uint8_t*>(acc_mem.data());
+    for (uint64_t o = 0; o < c.count; o += piece) {
+      auto len = std::min(piece, c.count - o);
+      auto from = (c.first + o) * esz;
+      std::memcpy(acc, at[static_cast<size_t>((i + 1) % n)] + from, len * esz);
+      for (int k = 2; k < n; ++k)
+        add_elems(t, acc, at[static_cast<size_t>((i + k) % n)] + from, len);
+      add_elems(t, own + o * esz, acc, len);
+    }
+  }
+  if (op == reduce_op::mean)
+    divide_elems(t, own, c.count, n);
+  publish(mine, tag, 2);
+
+  // Every other member's finished chunk; then it no longer reads their tensors.
+  for (int d = 1; d < n; ++d) {
+    int k = (i + d) % n;
+    if (auto ok = wait_stage(k, 2); !ok)
+      return failure{ok.error()};
+    auto ck = ring_chunk(buf.count(), n, k);
+    if (ck.count > 0)
+      std::memcpy(at[static_cast<size_t>(i)] + ck.first * esz,
+                  at[static_cast<size_t>(k)] + ck.first * esz, ck.count * esz);
+  }
+  for (int d = 1; d < n; ++d) {
+    auto* s = slot_of((i + d) % n);
+    s->readers_done.fetch_add(1, std::memory_order_acq_rel);
+    wake(*s);
+  }
+  const auto others = static_cast<uint32_t>(n - 1);
+  if (auto ok = wait_until(
+        &mine, [&] { return mine.readers_done.load(std::memory_order_acquire) >= others; },
+        "the other members did not finish reading this rank's tensor in the all-reduce (tag "
+          + std::to_string(tag) + ")");
+      !ok)
+    return failure{ok.error()};
+  in_place_.fetch_add(1);
+  return true;
+}
+
+} // namespace monkey::dp

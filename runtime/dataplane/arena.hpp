@@ -35,9 +35,10 @@ struct alignas(64) call_slot {
   uint64_t count = 0;
   uint32_t type = 0;
   std::atomic<uint32_t> seq{0}; ///< bumped on every change (a futex word; always woken)
-  /// The other members that finished reading this rank's buffer in this call (they add to
-  /// it: the one field others write).
-  std::atomic<uint32_t> readers_done{0};
+  /// (tag << 32) | the other members that finished reading this rank's buffer in the call
+  /// of that tag: they add to it while it names their call (the one field others write; a
+  /// member of a failed call that wakes late counts in no other call).
+  std::atomic<uint64_t> readers_done{0};
 };
 static_assert(sizeof(call_slot) == 64, "a call slot is one cache line");
 constexpr uint64_t not_registered = ~uint64_t{0};

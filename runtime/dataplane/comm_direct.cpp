@@ -115,7 +115,7 @@ expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
   mine.offset = offset;
   mine.count = buf.count();
   mine.type = static_cast<uint32_t>(buf.type());
-  mine.readers_done.store(0, std::memory_order_relaxed);
+  mine.readers_done.store(uint64_t{tag} << 32, std::memory_order_relaxed);
   mine.group.store(group, std::memory_order_relaxed);
   publish(mine, tag, 1);
   if (offset == not_registered)
@@ -234,12 +234,16 @@ expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
   }
   for (int d = 1; d < n; ++d) {
     auto* s = slot_of((i + d) % n);
-    s->readers_done.fetch_add(1, std::memory_order_acq_rel);
+    auto v = s->readers_done.load(std::memory_order_relaxed);
+    while ((v >> 32) == tag
+           && !s->readers_done.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel))
+      ;
     wake(*s);
   }
   const auto others = static_cast<uint32_t>(n - 1);
   if (auto ok = wait_until(
-        &mine, [&] { return mine.readers_done.load(std::memory_order_acquire) >= others; },
+        &mine,
+        [&] { return (mine.readers_done.load(std::memory_order_acquire) & 0xFFFFFFFFu) >= others; },
         "the other members did not finish reading this rank's tensor in the all-reduce (tag "
           + std::to_string(tag) + ")");
       !ok)

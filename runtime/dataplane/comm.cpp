@@ -89,7 +89,7 @@ status communicator::peer_alive(int32_t r) {
       return failure{p.broken};
   }
   if (auto* l = p.ch->collective_lane())
-    if (auto ok = l->wait(true, std::chrono::microseconds(0)); !ok)
+    if (auto ok = l->alive(); !ok)
       return failure{ok.error() + " (rank " + std::to_string(r) + ")"};
   return {};
 }

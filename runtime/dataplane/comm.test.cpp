@@ -878,3 +878,31 @@ TEST_CASE("the arena: allocations are zeroed, aligned, given back and reused; a 
   CHECK(heap.count() == 1u << 20);
   CHECK(c.registered(c.alloc(dtype::f32, 16)));
 }
+
+TEST_CASE("bytes written to a lane before its channel closed are still read, then the reader "
+          "learns that it closed (a peer that wrote its last bytes and exited)",
+          "[runtime][dataplane]") {
+  auto pair = make_local_pair(1 << 16, std::chrono::seconds(5));
+  auto* out = pair.first->collective_lane();
+  auto* in = pair.second->collective_lane();
+  REQUIRE(out);
+  REQUIRE(in);
+  std::vector<uint8_t> sent(1000), got(1000);
+  for (size_t k = 0; k < sent.size(); ++k)
+    sent[k] = static_cast<uint8_t>(k * 7);
+  auto put = out->try_write(sent.data(), sent.size());
+  REQUIRE(put);
+  REQUIRE(*put == sent.size());
+  pair.first->shutdown(); // the writer goes away; its bytes stay in the ring
+  CHECK_FALSE(in->alive());
+  REQUIRE(in->wait(true, std::chrono::microseconds(0))); // data waits: not an error yet
+  auto r = in->try_read(got.data(), got.size(), std::nullopt);
+  REQUIRE(r);
+  CHECK(*r == got.size());
+  CHECK(got == sent);
+  auto more = in->try_read(got.data(), 1, std::nullopt);
+  REQUIRE_FALSE(more);
+  CHECK_THAT(more.error(), Catch::Contains("closed"));
+  CHECK_FALSE(in->wait(true, std::chrono::microseconds(0)));
+  CHECK_FALSE(out->try_write(sent.data(), 1)); // nobody reads what it would write
+}

@@ -279,8 +279,9 @@ public:
   }
 
   expected<uint64_t> try_read(void* dst, uint64_t n, std::optional<dtype> add) override {
-    if (closed())
-      return failure{closed_text};
+    // What the peer wrote before the channel closed is still read (as TCP delivers what was
+    // sent before a close): a peer that wrote its last bytes and exited, or whose death the
+    // receiving thread noticed first, leaves them readable.
     auto& r = in_;
     auto tail = r.c->tail.load(std::memory_order_relaxed);
     auto avail = r.c->head.load(std::memory_order_acquire) - tail;
@@ -288,6 +289,8 @@ public:
     auto len = std::min({n, avail, r.cap - at});
     if (add)
       len -= len % dtype_size(*add); // (the lane's streams keep elements aligned)
+    if (len == 0 && closed())
+      return failure{closed_text};
     if (len == 0)
       return uint64_t{0};
     if (add)
@@ -305,12 +308,20 @@ public:
     auto& waiters = for_data ? r.c->data_waiters : r.c->space_waiters;
     auto seen = seq.load(std::memory_order_seq_cst);
     waiters.fetch_add(1, std::memory_order_seq_cst);
-    auto head = r.c->head.load(std::memory_order_seq_cst);
-    auto tail = r.c->tail.load(std::memory_order_seq_cst);
-    bool ready = for_data ? head != tail : head - tail < r.cap;
-    if (!ready && !closed())
+    auto is_ready = [&] {
+      auto head = r.c->head.load(std::memory_order_seq_cst);
+      auto tail = r.c->tail.load(std::memory_order_seq_cst);
+      return for_data ? head != tail : head - tail < r.cap;
+    };
+    if (!is_ready() && !closed())
       futex_wait(&seq, seen, wait);
     waiters.fetch_sub(1, std::memory_order_seq_cst);
+    if (for_data && is_ready())
+      return {}; // (bytes written before a close are read first)
+    return alive();
+  }
+
+  status alive() const override {
     if (closed())
       return failure{closed_text};
     if (!pulse_alive(*pulse_fd_))

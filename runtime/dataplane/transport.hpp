@@ -41,6 +41,9 @@ public:
   /// Sleeps until the incoming stream has bytes (`for_data`) or the outgoing one room, or
   /// `wait` passes; an error when the channel is closed or the peer process is gone.
   virtual status wait(bool for_data, std::chrono::microseconds wait) = 0;
+  /// Fails when the channel is closed or the peer process is gone (memory channels; a
+  /// socket's end shows in its next read).
+  virtual status alive() const { return {}; }
   /// A descriptor that poll() reports ready for both directions (a socket), or -1 (memory:
   /// polled, then wait()).
   virtual int poll_fd() const { return -1; }

@@ -34,7 +34,8 @@ struct alignas(64) call_slot {
   uint64_t offset = 0; ///< the buffer's bytes into the arena; not_registered: not in it
   uint64_t count = 0;
   uint32_t type = 0;
-  std::atomic<uint32_t> seq{0}; ///< bumped on every change (a futex word; always woken)
+  std::atomic<uint32_t> seq{0};     ///< bumped on every change (a futex word)
+  std::atomic<uint32_t> waiters{0}; ///< members asleep on seq (a change wakes them only then)
   /// (tag << 32) | the other members that finished reading this rank's buffer in the call
   /// of that tag: they add to it while it names their call (the one field others write; a
   /// member of a failed call that wakes late counts in no other call).
@@ -79,7 +80,8 @@ private:
 constexpr uint64_t arena_slot_bytes = max_slot_ranks * sizeof(call_slot);
 
 /// A peer process's arena, mapped from the descriptor it handed over (sealed against
-/// shrinking, checked), or why not. Only its slots' readers_done is written through it.
+/// shrinking, checked), or why not. Only its slots' readers_done and waiters are written
+/// through it.
 expected<std::shared_ptr<uint8_t>> map_peer_arena(int fd, uint64_t& bytes);
 
 /// The slot of `rank` in an arena mapped at `base`.

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/dataplane/comm.hpp"
+#include "runtime/dataplane/futex.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -13,37 +14,6 @@
 namespace monkey::dp {
 
 using clock = std::chrono::steady_clock;
-
-// ---- the ring schedule ---------------------------------------------------------------------------
-
-span ring_chunk(uint64_t total, int n, int c) {
-  auto un = static_cast<uint64_t>(n);
-  auto uc = static_cast<uint64_t>(c);
-  auto base = total / un, extra = total % un;
-  span s;
-  s.count = base + (uc < extra ? 1 : 0);
-  s.first = uc * base + std::min(uc, extra);
-  return s;
-}
-
-namespace {
-int mod(int a, int n) {
-  return ((a % n) + n) % n;
-}
-} // namespace
-
-ring_step reduce_scatter_step(int i, int n, int s) {
-  return {mod(i - s - 1, n), mod(i - s - 2, n)};
-}
-
-ring_step allgather_step(int i, int n, int s) {
-  return {mod(i - s, n), mod(i - s - 1, n)};
-}
-
-int ring_sum_start(int c, int n) {
-  return mod(c + 1, n);
-}
-
 
 // ---- the communicator ----------------------------------------------------------------------------
 
@@ -532,12 +502,6 @@ completion to_flag(const flag_ptr& f) {
   return [f](const status& st, buffer) { f->set(st); };
 }
 
-inline void cpu_pause() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 } // namespace
 
 status communicator::sync_send(int32_t to, uint32_t tag, buffer b) {
@@ -918,7 +882,7 @@ void communicator::broadcast(buffer buf, int32_t root, std::vector<int32_t> grou
   run_collective(
     *g, [this, buf, g = *g, i, ri](uint32_t tag) -> status {
       int n = static_cast<int>(g.size());
-      int d = mod(i - ri, n);
+      int d = ((i - ri) % n + n) % n;
       auto next = g[static_cast<size_t>((i + 1) % n)];
       auto prev = g[static_cast<size_t>((i + n - 1) % n)];
       uint64_t seg = std::max<uint64_t>(opts_.segment_bytes / dtype_size(buf.type()), 1);

@@ -17,29 +17,20 @@
 // finishes chunk c only after it has read everyone's chunk c, and a member's own chunk c
 // changes only when it copies c's finished one.
 #include <chrono>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <linux/futex.h>
-#include <sys/syscall.h>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "runtime/dataplane/arena.hpp"
 #include "runtime/dataplane/comm.hpp"
+#include "runtime/dataplane/futex.hpp"
 
 namespace monkey::dp {
 
 namespace {
 
 using clock = std::chrono::steady_clock;
-
-inline void pause_cpu() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 uint64_t state_of(uint32_t tag, uint32_t stage) {
   return (uint64_t{tag} << 32) | stage;
@@ -49,15 +40,9 @@ bool reached(uint64_t state, uint32_t tag, uint32_t stage) {
   return (state >> 32) == tag && (state & 0xFFFFFFFFu) >= stage;
 }
 
-void wake(call_slot& s) {
-  s.seq.fetch_add(1, std::memory_order_seq_cst);
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s.seq), FUTEX_WAKE, INT_MAX, nullptr,
-            nullptr, 0);
-}
-
 void publish(call_slot& s, uint32_t tag, uint32_t stage) {
   s.state.store(state_of(tag, stage), std::memory_order_release);
-  wake(s);
+  notify(s.seq, s.waiters);
 }
 
 } // namespace
@@ -138,17 +123,17 @@ expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
     for (int spin = 0; spin < spin_rounds; ++spin) {
       if (ready())
         return {};
-      pause_cpu();
+      cpu_pause();
     }
     auto since = clock::now();
     for (;;) {
       auto seen = s->seq.load(std::memory_order_seq_cst);
-      if (ready())
-        return {};
-      timespec ts{0, 1000000}; // 1 ms: every change wakes; the nap bounds the checks below
-      ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s->seq), FUTEX_WAIT, seen, &ts,
-                nullptr, 0);
-      if (ready())
+      s->waiters.fetch_add(1, std::memory_order_seq_cst);
+      bool now = ready();
+      if (!now) // 1 ms: every change wakes; the nap bounds the checks below
+        futex_wait(&s->seq, seen, std::chrono::microseconds(1000));
+      s->waiters.fetch_sub(1, std::memory_order_seq_cst);
+      if (now || ready())
         return {};
       for (auto r : g)
         if (r != rank_)
@@ -238,7 +223,7 @@ expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
     while ((v >> 32) == tag
            && !s->readers_done.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel))
       ;
-    wake(*s);
+    notify(s->seq, s->waiters);
   }
   const auto others = static_cast<uint32_t>(n - 1);
   if (auto ok = wait_until(

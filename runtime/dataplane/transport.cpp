@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/dataplane/transport.hpp"
 #include "runtime/dataplane/arena.hpp"
+#include "runtime/dataplane/futex.hpp"
 
 #include <algorithm>
 #include <array>
@@ -200,29 +201,6 @@ struct ring_control {
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "the ring needs lock-free atomics");
 constexpr uint64_t control_bytes = 4096;
-
-void futex_wait(std::atomic<uint32_t>* word, uint32_t seen, std::chrono::microseconds wait) {
-  timespec ts{};
-  ts.tv_sec = static_cast<time_t>(wait.count() / 1000000);
-  ts.tv_nsec = static_cast<long>((wait.count() % 1000000) * 1000);
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
-}
-
-void futex_wake(std::atomic<uint32_t>* word) {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-
-void notify(std::atomic<uint32_t>& seq, std::atomic<uint32_t>& waiters) {
-  seq.fetch_add(1, std::memory_order_seq_cst);
-  if (waiters.load(std::memory_order_seq_cst) != 0)
-    futex_wake(&seq);
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 enum class waited { ready, timed_out, closed, peer_gone };
 
@@ -455,7 +433,7 @@ private:
     for (int i = 0; i < spin_rounds(); ++i) {
       if (ready())
         return waited::ready;
-      cpu_relax();
+      cpu_pause();
     }
     auto until = clock::now() + wait;
     for (;;) {
@@ -717,6 +695,23 @@ sockaddr_un abstract_address(const std::string& name, socklen_t& len) {
 }
 
 } // namespace
+
+void futex_wait(std::atomic<uint32_t>* word, uint32_t seen, std::chrono::microseconds wait) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(wait.count() / 1000000);
+  ts.tv_nsec = static_cast<long>((wait.count() % 1000000) * 1000);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+void futex_wake(std::atomic<uint32_t>* word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void notify(std::atomic<uint32_t>& seq, std::atomic<uint32_t>& waiters) {
+  seq.fetch_add(1, std::memory_order_seq_cst);
+  if (waiters.load(std::memory_order_seq_cst) != 0)
+    futex_wake(&seq);
+}
 
 std::unique_ptr<channel> make_tcp_channel(tcp_link link) {
   return std::make_unique<tcp_channel>(std::move(link));

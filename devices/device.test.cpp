@@ -66,4 +66,14 @@ TEST_CASE("NCCL: a one-rank all-reduce on the GPU, or a clear reason why not",
   std::string why;
   CHECK(nccl_comm::create("short", 0, 1, 0, &why) == nullptr);
   CHECK_THAT(why, Catch::Contains("128 bytes"));
+  // A group of two that only this rank joins: the wait ends with the timeout, or at once
+  // when the check finds a member gone, never in a hang.
+  auto id = nccl_unique_id(&why);
+  REQUIRE(id.size() == 128);
+  CHECK(nccl_comm::create(id, 0, 2, 0, &why, {}, std::chrono::milliseconds(300)) == nullptr);
+  CHECK_THAT(why, Catch::Contains("timed out"));
+  id = nccl_unique_id(&why);
+  CHECK(nccl_comm::create(id, 0, 2, 0, &why, [] { return std::string("rank 1 is gone"); })
+        == nullptr);
+  CHECK(why == "rank 1 is gone");
 }

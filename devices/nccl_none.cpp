@@ -6,7 +6,7 @@ namespace monkey::devices {
 
 struct nccl_comm::impl {};
 
-std::string nccl_unavailable() {
+std::string nccl_unavailable(int) {
   return "this build has no NCCL (nvcc and NCCL were not found when it was configured)";
 }
 
@@ -16,7 +16,8 @@ std::string nccl_unique_id(std::string* why) {
   return {};
 }
 
-std::unique_ptr<nccl_comm> nccl_comm::create(const std::string&, int, int, int, std::string* why) {
+std::unique_ptr<nccl_comm> nccl_comm::create(const std::string&, int, int, int, std::string* why,
+                                             const nccl_check&, std::chrono::milliseconds) {
   if (why)
     *why = nccl_unavailable();
   return nullptr;
@@ -25,8 +26,13 @@ std::unique_ptr<nccl_comm> nccl_comm::create(const std::string&, int, int, int, 
 nccl_comm::nccl_comm(std::unique_ptr<impl> p) : p_(std::move(p)) {}
 nccl_comm::~nccl_comm() = default;
 
-std::string nccl_comm::allreduce_f32(float*, size_t, bool) {
+std::string nccl_comm::allreduce(void*, size_t, dp::dtype, bool, const nccl_check&,
+                                 std::chrono::milliseconds) {
   return nccl_unavailable();
+}
+
+int nccl_comm::device() const {
+  return -1;
 }
 
 std::string nccl_smoke_test(int, size_t) {

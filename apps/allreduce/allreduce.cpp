@@ -7,12 +7,17 @@
 // (`mismatches`, 0 when all is well), the all-reduce's time and bandwidth (from this rank's
 // call to its end: waiting for a slower rank's gradient counts too), and checkpoints
 // its weights every `checkpoint_every` steps; a new attempt (a lost node, a crash) resumes
-// from them and checks they are the weights of that step (`resume_ok`).
+// from them and checks they are the weights of that step (`resume_ok`). With `device=auto`
+// (or `cuda`) the ranks first join NCCL (tensors::gpu_join): when every rank has a GPU they
+// all-reduce the gradient in GPU memory with NCCL, else they say why and use host memory
+// (`cuda`: the job fails instead).
 #include <chrono>
 #include <cstring>
 #include <memory>
 
 #include <monkey/app.hpp>
+
+#include "devices/compute.hpp"
 
 namespace {
 
@@ -48,6 +53,9 @@ struct rank_state {
   tensor w, g;
   uint64_t op = 0;
   clock_type::time_point started;
+  std::unique_ptr<monkey::devices::compute> gpu; ///< set when the ranks all-reduce with NCCL
+  monkey::devices::device_array<float> dev_g;    ///< the gradient in GPU memory
+  bool joining = false;                          ///< waiting for gpu_join's answer
 };
 
 caf::behavior allreduce_rank(caf::event_based_actor* self, monkey::app::context ctx) {
@@ -79,7 +87,13 @@ caf::behavior allreduce_rank(caf::event_based_actor* self, monkey::app::context 
     ctx.log("reaches rank " + std::to_string((ctx.rank() + 1) % world) + " over "
             + dp.transport((ctx.rank() + 1) % world)
             + (dp.registered(st->g) ? " (its tensor in the shared arena)" : ""));
-  self->send(self, next_step::value);
+  auto want = ctx.param("device");
+  if (want == "cpu") {
+    self->send(self, next_step::value);
+  } else {
+    st->joining = true;
+    st->op = dp.gpu_join(0);
+  }
   return {
     [=](next_step) {
       if (st->step >= steps) {
@@ -91,11 +105,39 @@ caf::behavior allreduce_rank(caf::event_based_actor* self, monkey::app::context 
       for (uint64_t k = 0; k < n; ++k)
         g[k] = grad(ctx.seed(), ctx.rank(), st->step, k);
       st->started = clock_type::now();
-      st->op = dp.allreduce(st->g, monkey::app::reduce::sum);
+      if (st->gpu) {
+        st->dev_g.upload(g, n);
+        st->op = dp.gpu_allreduce(st->dev_g.get(), monkey::app::dtype::f32, n);
+      } else {
+        st->op = dp.allreduce(st->g, monkey::app::reduce::sum);
+      }
     },
     [=](const monkey::app::tensor_done& d) {
       if (d.op != st->op)
         return;
+      if (st->joining) {
+        st->joining = false;
+        std::string why = d.error;
+        if (d.ok()) {
+          st->gpu = monkey::devices::make_cuda_compute(0, &why);
+          if (st->gpu)
+            st->dev_g = monkey::devices::device_array<float>(*st->gpu, n);
+        }
+        if (st->gpu) {
+          ctx.log("all-reduces in GPU memory with NCCL (" + st->gpu->name() + ")");
+        } else if (want == "cuda" || d.ok()) { // d.ok(): the others use NCCL; this rank cannot
+          self->quit(caf::make_error(caf::sec::runtime_error,
+                                     std::string("allreduce: ") + (d.ok() ? "NCCL joined, but " : "device=cuda, but ")
+                                       + why));
+          return;
+        } else {
+          ctx.log("all-reduces host memory over the data plane: " + why);
+        }
+        self->send(self, next_step::value);
+        return;
+      }
+      if (st->gpu && d.ok())
+        st->dev_g.download(st->g.f32(), n);
       if (!d.ok()) {
         // The gang's policy restarts it from the newest checkpoint.
         self->quit(caf::make_error(caf::sec::runtime_error, "allreduce: " + d.error));
@@ -135,6 +177,9 @@ monkey::app::definition define() {
   app.int_param("step_ms", 0, 0, 600000, "pause between steps (ms)");
   app.int_param("checkpoint_every", 5, 0, 1000000,
                 "every rank checkpoints its weights every this many steps (0: never)");
+  app.choice_param("device", "auto", {"auto", "cpu", "cuda"},
+                   "auto: all-reduce in GPU memory with NCCL when every rank has a GPU "
+                   "(--gpus 1), else host memory; cuda: NCCL or fail");
   app.data_plane();
   app.entry("allreduce_rank", allreduce_rank);
   return app;

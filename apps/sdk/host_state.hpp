@@ -25,6 +25,15 @@ namespace monkey::app {
 /// (definition.cpp).
 app_schema schema_of(const definition& d);
 
+struct host_state;
+
+/// A rank's NCCL communicator over a group and the thread that waits on it (gpu.cpp).
+struct gpu_group;
+
+/// A new operation's id, and the completion that sends its tensor_done to `target`
+/// (tensors.cpp).
+std::pair<uint64_t, dp::completion> completion_for(host_state& host, const caf::actor& target);
+
 struct host_state {
   const definition* app = nullptr;
   caf::actor_system* sys = nullptr;
@@ -55,8 +64,11 @@ struct host_state {
   std::map<int64_t, std::set<int32_t>> saved; ///< step → this host's ranks that saved it
   std::vector<int64_t> ready;  ///< steps every rank of this host saved: for the node
   int64_t durable_step = -1;   ///< the newest step the holders stored (its files in .last/)
+  /// "rank:member,member,…" → the rank's NCCL group (tensors::gpu_join).
+  std::map<std::string, std::shared_ptr<gpu_group>> gpu_groups;
 
   ~host_state() {
+    gpu_groups.clear(); // their threads end before the plane and the logs go
     for (auto& [r, f] : logs)
       if (f)
         std::fclose(f);
@@ -69,5 +81,12 @@ struct host_state {
     return f;
   }
 };
+
+/// Why a rank of `host` has no communicator.
+inline std::string no_plane_reason(const host_state& host) {
+  return host.app && !host.app->uses_data_plane()
+           ? "the app has no data plane: define it with app.data_plane()"
+           : "the data plane of this host is not running";
+}
 
 } // namespace monkey::app

@@ -15,7 +15,8 @@ dp::reduce_op to_dp(reduce op) {
   return op == reduce::mean ? dp::reduce_op::mean : dp::reduce_op::sum;
 }
 
-/// The operation's id, and what reaches `target` when it ends.
+} // namespace
+
 std::pair<uint64_t, dp::completion> completion_for(host_state& host, const caf::actor& target) {
   auto op = host.next_op++;
   return {op, [op, target](const status& st, dp::buffer data) {
@@ -28,17 +29,12 @@ std::pair<uint64_t, dp::completion> completion_for(host_state& host, const caf::
           }};
 }
 
-} // namespace
-
 #define MONKEY_TENSOR_OP(call)                                                                     \
   auto [op, done] = completion_for(*host_, target_);                                               \
   auto plane = host_->plane();                                                                     \
   auto* comm = plane ? plane->comm(rank_) : nullptr;                                               \
   if (!comm)                                                                                       \
-    done(failure{host_->app && !host_->app->uses_data_plane()                                      \
-                   ? "the app has no data plane: define it with app.data_plane()"                 \
-                   : "the data plane of this host is not running"},                               \
-         {});                                                                                      \
+    done(failure{no_plane_reason(*host_)}, {});                                                    \
   else                                                                                             \
     comm->call;                                                                                    \
   return op;

@@ -64,6 +64,15 @@ status communicator::peer_alive(int32_t r) {
   return {};
 }
 
+status communicator::alive(int32_t r) {
+  if (r < 0 || r >= world_)
+    return failure{"data plane: no rank " + std::to_string(r) + " (world " + std::to_string(world_)
+                   + ")"};
+  if (r == rank_ || !peers_[static_cast<size_t>(r)])
+    return {};
+  return peer_alive(r);
+}
+
 communicator::~communicator() {
   close();
 }

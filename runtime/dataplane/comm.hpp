@@ -97,6 +97,11 @@ public:
   uint64_t early_bytes() const { return early_bytes_.load(); }
   /// The transport to `peer` ("tcp", "shm", "local"; "" for itself or none).
   std::string transport(int32_t peer) const;
+  /// Ok while the link to `peer` works and its process is there; else why not (naming the
+  /// rank). Itself: always ok. For waits outside the communicator (NCCL's, apps/sdk/gpu.cpp).
+  status alive(int32_t peer);
+  /// comm_options::timeout: how long a wait may see nothing from a peer.
+  std::chrono::milliseconds timeout() const { return opts_.timeout; }
 
   /// Sends `buf` to `to` under `tag` (user tags below 2^31). A rank may send to itself (two
   /// actors of one rank, e.g. a worker and the parameter server beside it): the frame is

@@ -368,16 +368,25 @@ TEST_CASE("a collective over a subset of ranks; the others go on with point-to-p
              Catch::Contains("the buffer holds uint8"));
 }
 
+/// Ranks 0 and 1 of a world of two, joined by lanes in memory and started.
+struct local_two {
+  communicator a, b;
+  explicit local_two(const comm_options& o) : a(0, 2, o), b(1, 2, o) {
+    auto pair = make_local_pair(1 << 16, o.timeout);
+    a.attach(1, std::move(pair.first));
+    b.attach(0, std::move(pair.second));
+    REQUIRE(a.start());
+    REQUIRE(b.start());
+  }
+};
+
 TEST_CASE("a closed peer fails the waiting receive at once; a silent one after the timeout",
           "[runtime][dataplane]") {
   comm_options o;
   o.timeout = std::chrono::milliseconds(400);
-  communicator a(0, 2, o), b(1, 2, o);
-  auto pair = make_local_pair(1 << 16, o.timeout);
-  a.attach(1, std::move(pair.first));
-  b.attach(0, std::move(pair.second));
-  REQUIRE(a.start());
-  REQUIRE(b.start());
+  local_two two(o);
+  auto& a = two.a;
+  auto& b = two.b;
   auto t0 = std::chrono::steady_clock::now();
   auto silent = a.wait([&](completion d) { a.recv(1, 3, buffer::f32(4), d); });
   auto waited = std::chrono::steady_clock::now() - t0;
@@ -388,6 +397,29 @@ TEST_CASE("a closed peer fails the waiting receive at once; a silent one after t
   // The link is broken from then on: a send fails at once too.
   CHECK_FALSE(a.wait([&](completion d) { a.send(1, 3, buffer::f32(4), d); }));
   b.close();
+}
+
+TEST_CASE("alive: ok for itself and a working peer; a closed peer and a rank out of range "
+          "say why",
+          "[runtime][dataplane]") {
+  comm_options o;
+  o.timeout = std::chrono::milliseconds(2000);
+  local_two two(o);
+  auto& a = two.a;
+  auto& b = two.b;
+  CHECK(a.alive(0));
+  CHECK(a.alive(1));
+  CHECK(a.timeout() == std::chrono::milliseconds(2000));
+  auto out = a.alive(2);
+  REQUIRE_FALSE(out);
+  CHECK_THAT(out.error(), Catch::Contains("no rank 2"));
+  b.close();
+  // The peer's close reaches a's receiving thread soon after.
+  status gone;
+  for (int k = 0; k < 200 && (gone = a.alive(1)); ++k)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE_FALSE(gone);
+  CHECK_THAT(gone.error(), Catch::Contains("rank 1") || Catch::Contains("closed"));
 }
 
 TEST_CASE("shm between two meshes: frames cross, a wrong key is refused, no /dev/shm entry",

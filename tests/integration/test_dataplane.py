@@ -259,6 +259,35 @@ def app_allreduce_on_a_tls_cluster(c):
         check(want in logs, f"TLS {tls}: the hosts' ranks reach each other {want}:\n{logs[-1200:]}")
 
 
+def app_nccl_refused_the_same_on_every_rank(c):
+    """NCCL from the SDK where it cannot run (ranks given no GPU, a build without NCCL):
+    gpu_join gives every rank of the gang the same refusal, naming how many ranks could not
+    and why; with device=auto the app then all-reduces host memory (exact sums), with
+    device=cuda the job fails naming the reason, never hanging. The ranks' other collectives
+    keep their order around the join's own."""
+    nodes_up(c, 2)
+    job = c.submit("--app", "allreduce", "--workers", "3", "--set", "elements=5000",
+                   "--set", "steps=3")
+    s = c.wait_final(job, 120)
+    check(s["state"] == "succeeded", f"device=auto: the job succeeded: {s}")
+    bad = points(c, job, "mismatches")
+    check(len(bad) == 3 * 3 and all(p["value"] == 0 for p in bad), f"exact sums: {bad}")
+    for r in range(3):
+        log = c.monkey("logs", job, "--rank", str(r)).stdout
+        check("all-reduces host memory over the data plane: NCCL cannot run on 3 of the "
+              "group's 3 ranks (rank " + str(r) + ": " in log,
+              f"rank {r} says why NCCL is not used:\n{log[-1200:]}")
+    job = c.submit("--app", "allreduce", "--workers", "3", "--set", "elements=5000",
+                   "--set", "steps=3", "--set", "device=cuda", "--max-requeues", "0")
+    s = c.wait_final(job, 120)
+    # A failed rank stops the gang (the gang policy; no requeue left: lost).
+    check(s["state"] in ("failed", "lost"), f"device=cuda without GPUs: the job ended: {s}")
+    said = s["attempts"][-1].get("cause", "") + rank_logs(c, job, 3) + \
+        c.monkey("logs", job, "--err", check_rc=False).stdout
+    check("device=cuda, but NCCL cannot run on 3 of the group's 3 ranks" in said,
+          f"the failure names the reason:\n{said[-1500:]}")
+
+
 def app_allreduce_resumes_after_kill9(c):
     """kill -9 of a node hosting ranks of a running allreduce gang (not the owner): the
     surviving hosts' all-reduce fails at once, the owner starts the gang again, and the new
@@ -289,4 +318,4 @@ if __name__ == "__main__":
         stopped_rank_times_out, registered_buffers_in_place, rank_without_the_key_is_refused,
         tls_links,
         app_allreduce_across_nodes, app_allreduce_on_a_tls_cluster,
-        app_allreduce_resumes_after_kill9)
+        app_nccl_refused_the_same_on_every_rank, app_allreduce_resumes_after_kill9)

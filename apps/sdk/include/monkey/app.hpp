@@ -237,6 +237,22 @@ public:
   /// Whether `t` lies in the host's shared arena (alloc found room).
   bool registered(const tensor& t) const;
 
+  /// NCCL between GPUs (docs/dataplane.md, "NCCL"). Every rank of `group` joins one NCCL
+  /// communicator on its CUDA device `device` (0: the GPU the node gave the worker). A
+  /// collective: every rank of the group calls it, in the same order as its other
+  /// collectives. Its tensor_done is ok once all joined; otherwise every rank gets the same
+  /// refusal (a rank without a GPU or without NCCL in its build names how many could not
+  /// and why) and may go on with host tensors and the collectives above.
+  uint64_t gpu_join(int device = 0, std::vector<int32_t> group = {}) const;
+  /// Every rank of a joined group ends with the sum (or mean) of the group's `count`
+  /// elements of `t` at `device_data` (CUDA memory on the joined device), in place, by
+  /// NCCL. GPU all-reduces of a group run in the order called, beside (not ordered with)
+  /// the host collectives. A rank that dies or freezes fails the others (as the host
+  /// collectives do), and the group's later calls fail too: join a new group after a gang
+  /// restart. The tensor_done carries no data.
+  uint64_t gpu_allreduce(void* device_data, dtype t, uint64_t count, reduce op = reduce::sum,
+                         std::vector<int32_t> group = {}) const;
+
 private:
   friend class context;
   tensors(std::shared_ptr<host_state> host, int32_t rank, caf::actor target)

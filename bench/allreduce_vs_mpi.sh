@@ -4,7 +4,8 @@
 # registered tensors from the shared arena: "shm-reg", and TCP) against OpenMPI's
 # MPI_Allreduce (its default transports, and --mca btl self,tcp) and gloo (torch.distributed),
 # float32 sum of 4 MB and 64 MB, 2 and 4 ranks, all in one run; then point-to-point against
-# memcpy and a plain socket, and TCP wrapped in TLS against plain TCP. Prints every figure
+# memcpy (shm with heap tensors, and "shm-reg": registered ones, sent by reference) and a
+# plain socket, and TCP wrapped in TLS against plain TCP. Prints every figure
 # and the ratios. Installs the peers (apt) the
 # first time: openmpi-bin, libopenmpi-dev, and python3-torch unless NO_GLOO=1.
 #   bash bench/allreduce_vs_mpi.sh [ITERS]        (build/ must hold a Release-ish build)
@@ -62,6 +63,7 @@ mpi() { # world [mca...]
     fi
   done
   dp 2 shm p2p 2,1048576,16777216
+  dp 2 shm p2p 2,1048576,16777216 --registered all
   dp 2 tcp p2p 2,1048576,16777216
 } | tee "$work/figures"
 

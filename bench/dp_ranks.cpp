@@ -251,9 +251,10 @@ void p2p_mode(communicator& c, const args& a) {
       }
       std::sort(mt.begin(), mt.end());
       auto mmed = mt[mt.size() / 2];
-      std::printf("p2p transport=%s bytes=%llu median_us=%.1f GBps=%.3f memcpy_GBps=%.3f "
+      std::printf("p2p transport=%s%s bytes=%llu median_us=%.1f GBps=%.3f memcpy_GBps=%.3f "
                   "ratio=%.2f\n",
-                  c.transport(1).c_str(), static_cast<unsigned long long>(b.bytes()),
+                  c.transport(1).c_str(), c.by_ref_sends() > 0 ? "-reg" : "",
+                  static_cast<unsigned long long>(b.bytes()),
                   med * 1e6, b.bytes() / med / 1e9, b.bytes() / mmed / 1e9,
                   (b.bytes() / med) / (b.bytes() / mmed));
     }
@@ -355,8 +356,9 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   if (a.mode == "check") {
     check_mode(c, a);
-    std::printf("in-place all-reduces: %llu\n",
-                static_cast<unsigned long long>(c.in_place_allreduces()));
+    std::printf("in-place all-reduces: %llu\nby-reference sends: %llu\n",
+                static_cast<unsigned long long>(c.in_place_allreduces()),
+                static_cast<unsigned long long>(c.by_ref_sends()));
   }
   else if (a.mode == "loop")
     loop_mode(c, a);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/dataplane/comm.hpp"
+#include "runtime/dataplane/arena.hpp"
 #include "runtime/dataplane/futex.hpp"
 
 #include <algorithm>
@@ -37,6 +38,15 @@ struct communicator::peer {
   /// is slow to touch on these machines; collectives send the same sizes over and over).
   std::map<std::pair<dtype, uint64_t>, std::vector<buffer>> pool;
   uint64_t pooled_bytes = 0;
+  /// Sends by reference whose receiver has not yet copied the tensor, by id (their
+  /// completions run at its acknowledgement).
+  struct by_ref {
+    buffer buf;
+    completion done;
+    clock::time_point since;
+  };
+  std::map<uint64_t, by_ref> refs;
+  uint64_t next_ref = 1;
   bool sending = false; ///< a thread is writing a frame to the channel
   std::string broken; ///< why the link failed ("": it works)
   bool stopping = false;
@@ -89,6 +99,14 @@ status communicator::start() {
     if (r != rank_ && !peers_[static_cast<size_t>(r)])
       return failure{"data plane: rank " + std::to_string(rank_) + " has no channel to rank "
                      + std::to_string(r)};
+  // The ranks of this machine (memory channels) decide how long a wait polls (futex.hpp).
+  int here = 1;
+  for (auto& p : peers_)
+    if (p && (std::string(p->ch->kind()) == "shm" || std::string(p->ch->kind()) == "local"))
+      ++here;
+  for (auto& p : peers_)
+    if (p)
+      p->ch->set_poll_rounds(poll_rounds(here, 2000));
   for (auto& p : peers_)
     if (p) {
       p->rx = std::thread([this, q = p.get()] { rx_loop(*q); });
@@ -157,12 +175,14 @@ std::string communicator::transport(int32_t r) const {
 void communicator::fail_peer(peer& p, const std::string& why) {
   std::deque<pending_send> sends;
   std::deque<pending_recv> posted;
+  std::map<uint64_t, peer::by_ref> refs;
   {
     std::lock_guard<std::mutex> guard{p.m};
     if (p.broken.empty())
       p.broken = why;
     sends.swap(p.sends);
     posted.swap(p.posted);
+    refs.swap(p.refs);
   }
   p.cv.notify_all();
   p.ch->shutdown();
@@ -171,6 +191,9 @@ void communicator::fail_peer(peer& p, const std::string& why) {
     if (s.done)
       s.done(bad, {});
   for (auto& r : posted)
+    if (r.done)
+      r.done(bad, {});
+  for (auto& [id, r] : refs)
     if (r.done)
       r.done(bad, {});
 }
@@ -188,11 +211,19 @@ void communicator::rx_loop(peer& p) {
       return;
     }
     if (!*ready) {
-      bool late = false;
+      bool late = false, uncopied = false;
       {
         std::lock_guard<std::mutex> guard{p.m};
         auto since = std::max(p.waiting_since, p.last_frame);
         late = !p.posted.empty() && clock::now() - since > opts_.timeout;
+        for (auto& [id, r] : p.refs)
+          uncopied = uncopied || clock::now() - std::max(r.since, p.last_frame) > opts_.timeout;
+      }
+      if (uncopied) {
+        fail_peer(p, "data plane: rank " + std::to_string(p.rank) + " copied no tensor sent to "
+                       "it by reference for " + std::to_string(opts_.timeout.count())
+                       + " ms: timed out (is it frozen?)");
+        return;
       }
       if (late) {
         fail_peer(p, "data plane: rank " + std::to_string(p.rank) + " sent nothing for "
@@ -206,6 +237,24 @@ void communicator::rx_loop(peer& p) {
     if (!h) {
       fail_peer(p, h.error() + " (from rank " + std::to_string(p.rank) + ")");
       return;
+    }
+    if (h->flags == frame_ref_ack) {
+      if (auto ok = take_ack(p, *h); !ok) {
+        fail_peer(p, ok.error());
+        return;
+      }
+      continue;
+    }
+    // A tensor sent by reference: copied from where it lies in the sender's arena.
+    const uint8_t* by_ref = nullptr;
+    uint64_t ref_id = 0;
+    if (h->flags == frame_by_ref) {
+      auto src = resolve_ref(p, *h, ref_id);
+      if (!src) {
+        fail_peer(p, src.error());
+        return;
+      }
+      by_ref = *src;
     }
     std::optional<pending_recv> match;
     std::shared_ptr<peer::early> early;
@@ -224,8 +273,8 @@ void communicator::rx_loop(peer& p) {
         // No receive for it yet: kept while the early frames stay within their bound (the
         // first always); else the frame waits here, and the sender behind it (flow control).
         auto kept = early_bytes_.load();
-        if (kept == 0 || kept + h->bytes <= opts_.max_early_bytes) {
-          early_bytes_ += h->bytes;
+        if (kept == 0 || kept + h->data_bytes() <= opts_.max_early_bytes) {
+          early_bytes_ += h->data_bytes();
           // Registered before its bytes are read: a receive posted meanwhile takes this
           // frame, not the next one under the same tag.
           early = std::make_shared<peer::early>();
@@ -238,7 +287,7 @@ void communicator::rx_loop(peer& p) {
         if (clock::now() - held_since > opts_.timeout) {
           lock.unlock();
           fail_peer(p, "data plane: rank " + std::to_string(p.rank) + " sent a frame under tag "
-                         + std::to_string(h->tag) + " (" + std::to_string(h->bytes)
+                         + std::to_string(h->tag) + " (" + std::to_string(h->data_bytes())
                          + " bytes) that no receive asked for within "
                          + std::to_string(opts_.timeout.count()) + " ms while "
                          + std::to_string(kept) + " bytes of frames already waited for their "
@@ -260,8 +309,17 @@ void communicator::rx_loop(peer& p) {
       into = match->into;
     else
       into = take_pooled(p, h->type, h->count);
-    auto ok = added ? p.ch->recv_payload_add(h->type, into.data(), h->bytes)
-                    : p.ch->recv_payload(into.data(), h->bytes);
+    status ok;
+    if (by_ref) {
+      if (added)
+        add_elems(h->type, into.data(), by_ref, h->count);
+      else
+        std::memcpy(into.data(), by_ref, h->data_bytes());
+      ack_ref(p, h->tag, ref_id); // the sender may touch its tensor again
+    } else {
+      ok = added ? p.ch->recv_payload_add(h->type, into.data(), h->bytes)
+                 : p.ch->recv_payload(into.data(), h->bytes);
+    }
     if (added && ok) {
       if (match->done)
         match->done({}, std::move(into));
@@ -325,7 +383,7 @@ void communicator::deliver(peer& p, const frame_header& h, pending_recv r, buffe
     if (r.add)
       add_elems(h.type, r.into.data(), data.data(), h.count);
     else
-      std::memcpy(r.into.data(), data.data(), h.bytes);
+      std::memcpy(r.into.data(), data.data(), h.data_bytes());
     give_back(p, std::move(data));
   }
   r.done({}, std::move(r.into));
@@ -373,7 +431,85 @@ void communicator::send(int32_t to, uint32_t tag, buffer buf, completion done) {
     return;
   }
   auto& p = *peers_[static_cast<size_t>(to)];
-  auto h = make_header(buf.type(), static_cast<uint32_t>(rank_), tag, buf.count());
+  auto off = ref_offset(to, buf);
+  if (off == not_registered)
+    return put_frame(p, make_header(buf.type(), static_cast<uint32_t>(rank_), tag, buf.count()),
+                     std::move(buf), std::move(done));
+  // By reference: the receiver copies the tensor from this process's arena, and its
+  // acknowledgement completes the send.
+  auto h = make_ref_header(buf.type(), static_cast<uint32_t>(rank_), tag, buf.count());
+  auto ref = buffer(dtype::u8, ref_payload_bytes);
+  {
+    std::lock_guard<std::mutex> guard{p.m};
+    if (!p.broken.empty()) {
+      auto why = p.broken;
+      done(failure{why}, {});
+      return;
+    }
+    uint64_t words[2] = {off, p.next_ref++};
+    std::memcpy(ref.data(), words, sizeof(words));
+    p.refs.emplace(words[1], peer::by_ref{std::move(buf), std::move(done), clock::now()});
+  }
+  ++by_ref_sends_;
+  put_frame(p, h, std::move(ref), nullptr);
+}
+
+uint64_t communicator::ref_offset(int32_t to, const buffer& buf) const {
+  static const uint64_t min_bytes = [] {
+    auto* v = std::getenv("MONKEY_DP_REF_KB");
+    return (v ? std::strtoull(v, nullptr, 10) : 64) << 10;
+  }();
+  if (!arena_ || buf.bytes() < min_bytes || !peer_arenas_[static_cast<size_t>(to)].base)
+    return not_registered;
+  return arena_->offset_of(buf.data(), buf.bytes());
+}
+
+expected<const uint8_t*> communicator::resolve_ref(peer& p, const frame_header& h, uint64_t& id) {
+  uint64_t words[2] = {0, 0};
+  if (auto ok = p.ch->recv_payload(words, sizeof(words)); !ok)
+    return failure{ok.error() + " (from rank " + std::to_string(p.rank) + ")"};
+  id = words[1];
+  auto& a = peer_arenas_[static_cast<size_t>(p.rank)];
+  if (!a.base)
+    return failure{"data plane: rank " + std::to_string(p.rank) + " sent a tensor by reference "
+                   "(tag " + std::to_string(h.tag) + "), but its arena is not mapped here"};
+  if (words[0] > a.bytes || h.data_bytes() > a.bytes - words[0])
+    return failure{"data plane: rank " + std::to_string(p.rank) + " sent a tensor by reference "
+                   "(tag " + std::to_string(h.tag) + ") outside its arena"};
+  return a.base.get() + words[0];
+}
+
+void communicator::ack_ref(peer& p, uint32_t tag, uint64_t id) {
+  auto b = buffer(dtype::u8, 8);
+  std::memcpy(b.data(), &id, sizeof(id));
+  put_frame(p, make_ack_header(static_cast<uint32_t>(rank_), tag), std::move(b), nullptr,
+            true);
+}
+
+status communicator::take_ack(peer& p, const frame_header& h) {
+  uint64_t id = 0;
+  if (auto ok = p.ch->recv_payload(&id, sizeof(id)); !ok)
+    return failure{ok.error() + " (from rank " + std::to_string(p.rank) + ")"};
+  std::optional<peer::by_ref> r;
+  {
+    std::lock_guard<std::mutex> guard{p.m};
+    auto it = p.refs.find(id);
+    if (it != p.refs.end()) {
+      r = std::move(it->second);
+      p.refs.erase(it);
+    }
+    p.last_frame = clock::now();
+  }
+  if (!r)
+    return failure{"data plane: rank " + std::to_string(p.rank) + " acknowledged a tensor under "
+                   "tag " + std::to_string(h.tag) + " that was not sent to it by reference"};
+  if (r->done)
+    r->done({}, {});
+  return {};
+}
+
+void communicator::put_frame(peer& p, const frame_header& h, buffer buf, completion done,
+                             bool first) {
   {
     std::unique_lock<std::mutex> lock{p.m};
     if (p.broken.empty() && p.sends.empty() && !p.sending) {
@@ -387,17 +523,22 @@ void communicator::send(int32_t to, uint32_t tag, buffer buf, completion done) {
       p.cv.notify_all();
       if (sent) {
         lock.unlock();
-        done({}, {});
+        if (done)
+          done({}, {});
         return;
       }
     }
     if (p.broken.empty()) {
-      p.sends.push_back(pending_send{h, std::move(buf), std::move(done)});
+      if (first)
+        p.sends.push_front(pending_send{h, std::move(buf), std::move(done)});
+      else
+        p.sends.push_back(pending_send{h, std::move(buf), std::move(done)});
       p.cv.notify_all();
       return;
     }
   }
-  done(failure{p.broken}, {});
+  if (done)
+    done(failure{p.broken}, {});
 }
 
 void communicator::recv(int32_t from, uint32_t tag, buffer into, completion done) {
@@ -424,7 +565,7 @@ void communicator::post_recv(int32_t from, pending_recv r) {
       it->second.pop_front();
       if (it->second.empty())
         p.unexpected.erase(it);
-      early_bytes_ -= early->h.bytes; // taken: no longer early
+      early_bytes_ -= early->h.data_bytes(); // taken: no longer early
       if (!early->complete) {
         // Its bytes are still being read: the receiving thread delivers it.
         early->waiter = std::move(r);

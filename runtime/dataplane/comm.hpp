@@ -137,6 +137,9 @@ public:
   bool registered(const buffer& b) const;
   /// All-reduces done in place over registered buffers (the others took the rings).
   uint64_t in_place_allreduces() const { return in_place_.load(); }
+  /// Sends of registered tensors that the receiver copied from this process's arena (one
+  /// copy instead of two through a ring: MONKEY_DP_REF_KB, 64 KB and larger by default).
+  uint64_t by_ref_sends() const { return by_ref_sends_.load(); }
 
 private:
   struct peer;
@@ -159,6 +162,20 @@ private:
     bool closed = false;
   };
   void send_self(uint32_t tag, buffer buf, completion done);
+  /// Writes a frame to `p`'s channel from this thread when nothing is queued and it fits at
+  /// once, else queues it for the sending thread (`first`: ahead of the queue, for an
+  /// acknowledgement); `done` (may be empty) runs when written.
+  void put_frame(peer& p, const frame_header& h, buffer buf, completion done,
+                 bool first = false);
+  /// Single-copy sends of registered tensors to a rank that maps this process's arena
+  /// (frame.hpp, frame_by_ref): `buf`'s offset in the arena, or not_registered (too small,
+  /// not in it, or the peer has no view of it: a plain frame then).
+  uint64_t ref_offset(int32_t to, const buffer& buf) const;
+  /// A by-reference frame's payload read: where the tensor lies in `p`'s mapped arena.
+  expected<const uint8_t*> resolve_ref(peer& p, const frame_header& h, uint64_t& id);
+  /// Tells `p` its tensor was copied / completes the send it acknowledges.
+  void ack_ref(peer& p, uint32_t tag, uint64_t id);
+  status take_ack(peer& p, const frame_header& h);
   void recv_self(pending_recv r);
   void rx_loop(peer& p);
   void tx_loop(peer& p);
@@ -199,6 +216,7 @@ private:
   std::shared_ptr<arena> arena_;
   std::vector<mapped_arena> peer_arenas_; ///< by rank
   std::atomic<uint64_t> in_place_{0};
+  std::atomic<uint64_t> by_ref_sends_{0};
 
   int32_t rank_, world_;
   comm_options opts_;

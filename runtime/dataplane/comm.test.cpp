@@ -756,7 +756,8 @@ std::vector<std::unique_ptr<communicator>> registered_world(int n, std::shared_p
   auto made = arena::create(64 << 20);
   REQUIRE(made);
   a = *made;
-  o.timeout = std::chrono::seconds(10);
+  if (o.timeout == comm_options{}.timeout)
+    o.timeout = std::chrono::seconds(10);
   o.segment_bytes = 4096;
   std::vector<std::unique_ptr<communicator>> w;
   for (int r = 0; r < n; ++r) {
@@ -878,6 +879,118 @@ TEST_CASE("registered buffers: a group of some ranks in place while the others t
   auto alone = w[0]->wait([&](completion d) { w[0]->allreduce(z, reduce_op::sum, {0, 2}, d); });
   REQUIRE_FALSE(alone);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+}
+
+TEST_CASE("registered tensors are sent by reference: one copy, done when the receiver has "
+          "copied it, posted before or after; small and heap tensors go inline",
+          "[runtime][dataplane]") {
+  std::shared_ptr<arena> a;
+  auto w = registered_world(2, a);
+  auto& s = *w[0];
+  auto& r = *w[1];
+  const uint64_t n = 100000; // 400 KB: above MONKEY_DP_REF_KB's 64 KB
+  auto t = s.alloc(dtype::f32, n);
+  REQUIRE(s.registered(t));
+  auto fill = [&](float base) {
+    for (uint64_t k = 0; k < n; ++k)
+      t.f32()[k] = base + static_cast<float>(k);
+  };
+  auto same = [&](const buffer& b, float base) {
+    for (uint64_t k = 0; k < n; ++k)
+      if (b.f32()[k] != base + static_cast<float>(k))
+        return false;
+    return true;
+  };
+  // Posted first, into a heap tensor.
+  fill(1);
+  auto in = buffer::f32(n);
+  auto got = std::async(std::launch::async,
+                        [&] { return r.wait([&](completion d) { r.recv(0, 7, in, d); }); });
+  REQUIRE_OK(s.wait([&](completion d) { s.send(1, 7, t, d); }));
+  REQUIRE_OK(got.get());
+  CHECK(same(in, 1));
+  // Sent before its receive (kept early), then again into a new tensor: the send completes
+  // only once the bytes were copied, so refilling the tensor at once changes nothing.
+  fill(2);
+  REQUIRE_OK(s.wait([&](completion d) { s.send(1, 8, t, d); }));
+  fill(3);
+  REQUIRE_OK(s.wait([&](completion d) { s.send(1, 9, t, d); }));
+  fill(4);
+  buffer early, fresh;
+  REQUIRE_OK(r.wait([&](completion d) {
+    r.recv(0, 8, {}, [&, d](const status& st, buffer b) {
+      early = b;
+      d(st, {});
+    });
+  }));
+  REQUIRE_OK(r.wait([&](completion d) {
+    r.recv(0, 9, {}, [&, d](const status& st, buffer b) {
+      fresh = b;
+      d(st, {});
+    });
+  }));
+  CHECK(same(early, 2));
+  CHECK(same(fresh, 3));
+  CHECK(s.by_ref_sends() == 3);
+  // A receive of another size fails with the reason; the sender's copy still completes.
+  auto wrong = std::async(std::launch::async, [&] {
+    return r.wait([&](completion d) { r.recv(0, 10, buffer::f32(n - 1), d); });
+  });
+  REQUIRE_OK(s.wait([&](completion d) { s.send(1, 10, t, d); }));
+  auto refused = wrong.get();
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error(), Catch::Contains("the receive expected 99999"));
+  // Registered but small, or on the heap: inline frames.
+  auto small = s.alloc(dtype::f32, 100);
+  REQUIRE_OK(s.wait([&](completion d) { s.send(1, 11, small, d); }));
+  REQUIRE_OK(s.wait([&](completion d) { s.send(1, 12, buffer::f32(n), d); }));
+  REQUIRE_OK(r.wait([&](completion d) { r.recv(0, 11, {}, d); }));
+  REQUIRE_OK(r.wait([&](completion d) { r.recv(0, 12, {}, d); }));
+  CHECK(s.by_ref_sends() == 4);
+}
+
+TEST_CASE("sends by reference fail instead of hanging: a receiver that does not map the "
+          "sender's arena refuses the frame, one that never copies it times out",
+          "[runtime][dataplane]") {
+  auto made = arena::create(16 << 20);
+  REQUIRE(made);
+  auto a = *made;
+  std::shared_ptr<uint8_t> base(a, a->base());
+  comm_options o;
+  o.timeout = std::chrono::milliseconds(500);
+  SECTION("no view of the sender's arena") {
+    communicator s(0, 2, o), r(1, 2, o);
+    s.use_arena(a);
+    auto pair = make_local_pair(1 << 16, o.timeout);
+    s.attach(1, std::move(pair.first));
+    r.attach(0, std::move(pair.second));
+    s.set_peer_arena(1, base, a->bytes()); // the sender believes the receiver maps its arena
+    REQUIRE(s.start());
+    REQUIRE(r.start());
+    auto t = s.alloc(dtype::f32, 1 << 16);
+    auto got = std::async(std::launch::async, [&] {
+      return r.wait([&](completion d) { r.recv(0, 1, {}, d); });
+    });
+    auto sent = s.wait([&](completion d) { s.send(1, 1, t, d); });
+    auto st = got.get();
+    REQUIRE_FALSE(st);
+    CHECK_THAT(st.error(), Catch::Contains("its arena is not mapped here"));
+    REQUIRE_FALSE(sent);
+  }
+  SECTION("a receiver that holds the frame and never copies it") {
+    o.max_early_bytes = 1; // the first early frame is kept, the second waits
+    std::shared_ptr<arena> shared;
+    auto w = registered_world(2, shared, o);
+    auto& s = *w[0];
+    auto t1 = s.alloc(dtype::f32, 1 << 16), t2 = s.alloc(dtype::f32, 1 << 16);
+    REQUIRE_OK(s.wait([&](completion d) { s.send(1, 1, t1, d); }));
+    auto t0 = std::chrono::steady_clock::now();
+    auto st = s.wait([&](completion d) { s.send(1, 2, t2, d); });
+    REQUIRE_FALSE(st);
+    CHECK_THAT(st.error(), Catch::Contains("timed out") || Catch::Contains("closed")
+                             || Catch::Contains("went away"));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+  }
 }
 
 TEST_CASE("the arena: allocations are zeroed, aligned, given back and reused; a full arena "

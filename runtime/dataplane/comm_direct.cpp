@@ -106,16 +106,10 @@ expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
   if (offset == not_registered)
     return false; // (the others see it and take the ring too)
 
-  // How long a waiter polls before it sleeps (MONKEY_DP_SPIN overrides). While every member
-  // has a core of its own: 50000 rounds (0.8 ms here), longer than a member's chunk takes,
-  // because a member woken from the futex is often placed on its waker's core, and the two
-  // then share it (with 2000 rounds 4 of 20 runs of 2 ranks took 900 us, not 350). When
-  // they outnumber the cores, 200: a poller holds a core that a member it waits for needs
-  // (4 ranks on 2 cores ran 1.1x faster than with 2000).
-  static const char* spin_env = std::getenv("MONKEY_DP_SPIN");
-  const int spin_rounds = spin_env ? std::atoi(spin_env)
-                          : static_cast<unsigned>(n) <= std::thread::hardware_concurrency() ? 50000
-                                                                                            : 200;
+  // How long a waiter polls before it sleeps (futex.hpp): with 2000 rounds 4 of 20 runs of
+  // 2 ranks took 900 us, not 350; crowded, 200 (4 ranks on 2 cores ran 1.1x faster than
+  // with 2000).
+  const int spin_rounds = poll_rounds(n, 200);
   auto slot_of = [&](int k) { return slot_at(bases[static_cast<size_t>(k)], g[static_cast<size_t>(k)]); };
   // Waits until `ready()`, watching slot `s`'s futex: spins, then sleeps; fails when a member
   // is gone or nothing happened for the transfer timeout (`what` names what was awaited).

@@ -74,6 +74,19 @@ frame_header make_header(dtype type, uint32_t src_rank, uint32_t tag, uint64_t c
   return h;
 }
 
+frame_header make_ref_header(dtype type, uint32_t src_rank, uint32_t tag, uint64_t count) {
+  auto h = make_header(type, src_rank, tag, count);
+  h.flags = frame_by_ref;
+  h.bytes = ref_payload_bytes;
+  return h;
+}
+
+frame_header make_ack_header(uint32_t src_rank, uint32_t tag) {
+  auto h = make_header(dtype::u8, src_rank, tag, 8);
+  h.flags = frame_ref_ack;
+  return h;
+}
+
 std::array<uint8_t, header_size> encode(const frame_header& h) {
   std::array<uint8_t, header_size> out{};
   for (int i = 0; i < 4; ++i)
@@ -106,17 +119,26 @@ expected<frame_header> decode(const uint8_t* in, uint64_t max_bytes) {
   if (size == 0)
     return failure{"data plane: unknown element type " + std::to_string(in[6])};
   h.flags = in[7];
-  if (h.flags != 0)
+  if (h.flags != 0 && h.flags != frame_by_ref && h.flags != frame_ref_ack)
     return failure{"data plane: unknown frame flags " + std::to_string(h.flags)};
   h.src_rank = get32(&in[8]);
   h.tag = get32(&in[12]);
   h.count = get64(&in[16]);
   h.bytes = get64(&in[24]);
-  if (h.count > std::numeric_limits<uint64_t>::max() / size || h.bytes != h.count * size)
+  if (h.count > std::numeric_limits<uint64_t>::max() / size)
     return failure{"data plane: a frame of " + std::to_string(h.count) + " " + to_string(h.type)
+                   + " elements: too many"};
+  auto payload = h.flags == frame_by_ref ? ref_payload_bytes : h.count * size;
+  if (h.bytes != payload
+      || (h.flags == frame_ref_ack && (h.type != dtype::u8 || h.count != 8)))
+    return failure{std::string("data plane: a ")
+                   + (h.flags == frame_by_ref    ? "by-reference frame"
+                      : h.flags == frame_ref_ack ? "reference acknowledgement"
+                                                 : "frame")
+                   + " of " + std::to_string(h.count) + " " + to_string(h.type)
                    + " elements says " + std::to_string(h.bytes) + " bytes"};
-  if (h.bytes > max_bytes)
-    return failure{"data plane: a frame of " + std::to_string(h.bytes)
+  if (h.data_bytes() > max_bytes)
+    return failure{"data plane: a frame of " + std::to_string(h.data_bytes())
                    + " bytes exceeds the limit of " + std::to_string(max_bytes)};
   return h;
 }

@@ -8,13 +8,20 @@
 //   0       4     magic "MKDP"
 //   4       2     version (1)
 //   6       1     element type (dtype)
-//   7       1     flags (0: none defined yet)
+//   7       1     flags (0, or one of frame_by_ref, frame_ref_ack)
 //   8       4     source rank
 //   12      4     tag (the app's: matches a send to its recv)
 //   16      8     element count
 //   24      8     payload bytes
 //   32      4     reserved (0)
 //   36      4     CRC-32C of bytes 0..35
+//
+// Two flags serve single-copy sends of registered tensors between processes of one machine
+// (docs/dataplane.md, "Registered buffers"): a `frame_by_ref` frame's payload is a 16-byte
+// reference (the tensor's offset in the sender's arena, then 0) while count and type describe
+// the tensor, which the receiver copies straight from the sender's arena; its `frame_ref_ack`
+// (8 uint8 elements: the reference's id, the second half of the reference) tells the sender
+// that the copy is done, and its send completes.
 //
 // The header is checked before any payload is read (its CRC, the magic, the version, the
 // element type, that bytes = count * element size and that it fits the receiver's limit), so
@@ -36,24 +43,35 @@ namespace monkey::dp {
 constexpr size_t header_size = 40;
 constexpr uint16_t frame_version = 1;
 
+constexpr uint8_t frame_by_ref = 1;  ///< the payload refers to the tensor in the sender's arena
+constexpr uint8_t frame_ref_ack = 2; ///< the by-reference frame's copy is done
+constexpr uint64_t ref_payload_bytes = 16; ///< the offset in the arena, then the reference's id
+
 struct frame_header {
   dtype type = dtype::f32;
   uint8_t flags = 0;
   uint32_t src_rank = 0;
   uint32_t tag = 0;
   uint64_t count = 0;
-  uint64_t bytes = 0; ///< count * dtype_size(type)
+  uint64_t bytes = 0; ///< the payload's: count * dtype_size(type), or ref_payload_bytes
+  /// The tensor's bytes (a by-reference frame's are not in its payload).
+  uint64_t data_bytes() const { return count * dtype_size(type); }
 };
 
 /// A header for `count` elements of `type` (bytes computed).
 frame_header make_header(dtype type, uint32_t src_rank, uint32_t tag, uint64_t count);
+/// A by-reference frame's header (payload: the 16-byte reference) and its acknowledgement's
+/// (payload: the reference's 8-byte id).
+frame_header make_ref_header(dtype type, uint32_t src_rank, uint32_t tag, uint64_t count);
+frame_header make_ack_header(uint32_t src_rank, uint32_t tag);
 
 /// The header's 40 bytes.
 std::array<uint8_t, header_size> encode(const frame_header& h);
 
 /// The header in `in` (40 bytes), or what is wrong with it: a bad CRC, another magic or
-/// version, an unknown element type, bytes that are not count * element size, or a
-/// payload over `max_bytes`.
+/// version, an unknown element type or flag, bytes that are not count * element size (a
+/// by-reference frame's: 16), an acknowledgement that is not 8 uint8 elements, or a tensor
+/// over `max_bytes`.
 expected<frame_header> decode(const uint8_t* in, uint64_t max_bytes);
 
 /// CRC-32C (Castagnoli) of `n` bytes.

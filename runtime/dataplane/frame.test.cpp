@@ -86,6 +86,54 @@ TEST_CASE("corrupt and hostile frame headers are refused with what is wrong",
   }
 }
 
+TEST_CASE("by-reference frames and their acknowledgements: what they may say",
+          "[runtime][dataplane]") {
+  auto resealed = [](std::array<uint8_t, header_size> b) {
+    auto crc = crc32c(b.data(), 36);
+    for (int i = 0; i < 4; ++i)
+      b[static_cast<size_t>(36 + i)] = static_cast<uint8_t>(crc >> (8 * i));
+    return b;
+  };
+  auto ref = make_ref_header(dtype::f32, 2, 9, 1000);
+  CHECK(ref.bytes == ref_payload_bytes);
+  CHECK(ref.data_bytes() == 4000);
+  auto back = decode(encode(ref).data(), 4000);
+  REQUIRE(back);
+  CHECK(back->flags == frame_by_ref);
+  CHECK(back->count == 1000);
+  CHECK(back->bytes == 16);
+  CHECK(back->data_bytes() == 4000);
+  // The limit is on the tensor, not on the 16 bytes of its reference.
+  auto over = decode(encode(ref).data(), 3999);
+  REQUIRE_FALSE(over);
+  CHECK_THAT(over.error(), Catch::Contains("4000 bytes exceeds the limit of 3999"));
+  auto ack = decode(encode(make_ack_header(1, 9)).data(), 0 + 8);
+  REQUIRE(ack);
+  CHECK(ack->flags == frame_ref_ack);
+  CHECK(ack->bytes == 8);
+
+  // A by-reference frame that claims its tensor's bytes as payload; an acknowledgement of
+  // another size or type; an unknown flag.
+  auto inline_ref = make_header(dtype::f32, 2, 9, 1000);
+  inline_ref.flags = frame_by_ref;
+  auto r = decode(encode(inline_ref).data(), 1 << 20);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error(), Catch::Contains("by-reference frame of 1000 float32 elements says 4000"));
+  auto long_ack = make_header(dtype::u8, 1, 9, 16);
+  long_ack.flags = frame_ref_ack;
+  r = decode(encode(long_ack).data(), 1 << 20);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error(), Catch::Contains("reference acknowledgement"));
+  auto float_ack = make_header(dtype::f32, 1, 9, 2);
+  float_ack.flags = frame_ref_ack;
+  CHECK_FALSE(decode(encode(float_ack).data(), 1 << 20));
+  auto b = encode(make_header(dtype::f32, 1, 2, 16));
+  b[7] = 4;
+  r = decode(resealed(b).data(), 1 << 20);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error(), Catch::Contains("unknown frame flags 4"));
+}
+
 TEST_CASE("CRC-32C matches the standard check value", "[runtime][dataplane]") {
   const char* s = "123456789";
   CHECK(crc32c(reinterpret_cast<const uint8_t*>(s), 9) == 0xE3069283u);

@@ -17,6 +17,13 @@ void futex_wake(std::atomic<uint32_t>* word);
 /// Bumps `seq` and wakes its sleepers when `waiters` counts any (no system call otherwise).
 void notify(std::atomic<uint32_t>& seq, std::atomic<uint32_t>& waiters);
 
+/// How many rounds of cpu_pause a waiter polls before it sleeps, when `ranks` processes of
+/// one machine take part (MONKEY_DP_SPIN overrides). While each has a core of its own, 50000
+/// (0.8 ms here): longer than the peer takes to answer, since a waiter woken from the futex
+/// pays tens of microseconds on these VMs and is often placed on its waker's core. When they
+/// outnumber the cores, `crowded`: a poller holds a core that the rank it waits for needs.
+int poll_rounds(int ranks, int crowded);
+
 inline void cpu_pause() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();

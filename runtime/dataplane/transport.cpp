@@ -204,16 +204,6 @@ constexpr uint64_t control_bytes = 4096;
 
 enum class waited { ready, timed_out, closed, peer_gone };
 
-/// How long a waiter polls before it sleeps on the futex (MONKEY_DP_SPIN, rounds of a pause
-/// instruction): polling catches a peer's next piece without a wake-up's latency, sleeping
-/// leaves the core to the threads that copy.
-int spin_rounds() {
-  static const int rounds = [] {
-    auto* v = std::getenv("MONKEY_DP_SPIN");
-    return v ? std::atoi(v) : 2000;
-  }();
-  return rounds;
-}
 
 /// One direction: a byte ring of `cap` (a power of two) bytes behind its control block.
 struct ring {
@@ -423,6 +413,7 @@ public:
 
   const char* kind() const override { return kind_; }
   lane* collective_lane() override { return &lane_; }
+  void set_poll_rounds(int rounds) override { spin_.store(rounds, std::memory_order_relaxed); }
 
 private:
   /// Waits until `ready()` or `wait` passes; spins a little first, then sleeps on the
@@ -430,10 +421,13 @@ private:
   template <class Ready>
   waited wait_for(std::atomic<uint32_t>& seq, std::atomic<uint32_t>& waiters, Ready ready,
                   milliseconds wait) {
-    for (int i = 0; i < spin_rounds(); ++i) {
+    for (int i = 0, n = spin_.load(std::memory_order_relaxed); i < n; ++i) {
       if (ready())
         return waited::ready;
       cpu_pause();
+      // A thread woken meanwhile on this core (the app's, to answer) goes first.
+      if ((i & 255) == 255)
+        std::this_thread::yield();
     }
     auto until = clock::now() + wait;
     for (;;) {
@@ -542,6 +536,9 @@ private:
   const char* kind_;
   ring_lane lane_;
   std::atomic<bool> done_{false};
+  /// Polling a frame's wait (set_poll_rounds): catches the peer's next piece or answer
+  /// without a wake-up's latency; sleeping leaves the core to the threads that copy.
+  std::atomic<int> spin_{poll_rounds(1 << 30, 2000)};
 };
 
 uint64_t round_capacity(uint64_t capacity) {
@@ -701,6 +698,13 @@ void futex_wait(std::atomic<uint32_t>* word, uint32_t seen, std::chrono::microse
   ts.tv_sec = static_cast<time_t>(wait.count() / 1000000);
   ts.tv_nsec = static_cast<long>((wait.count() % 1000000) * 1000);
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+int poll_rounds(int ranks, int crowded) {
+  static const char* env = std::getenv("MONKEY_DP_SPIN");
+  if (env)
+    return std::atoi(env);
+  return static_cast<unsigned>(ranks) <= std::thread::hardware_concurrency() ? 50000 : crowded;
 }
 
 void futex_wake(std::atomic<uint32_t>* word) {

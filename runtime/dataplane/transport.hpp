@@ -73,6 +73,8 @@ public:
   virtual bool try_send(const frame_header&, const void*) { return false; }
   /// Wakes every call blocked on the channel (they fail); the peer sees the channel closed.
   virtual void shutdown() = 0;
+  /// How long a wait on a memory channel polls before it sleeps (futex.hpp, poll_rounds).
+  virtual void set_poll_rounds(int) {}
   /// "tcp", "shm" or "local".
   virtual const char* kind() const = 0;
   /// The collective lane (shm, local), or nullptr (tcp): both ends of a channel agree.

@@ -159,6 +159,15 @@ def registered_buffers_in_place(c):
                 check(done[0] == want, f"world {world} rank {r}: {done[0]} of {want} in place")
             else:
                 check(done[0] == 0, f"a mixed group took the ring: rank {r} did {done[0]}")
+            # Point-to-point sends of registered tensors from 64 KB up go by reference
+            # (the bytes still equal what was sent: check mode compares them).
+            refs = [int(l.split(":")[1]) for l in out.splitlines()
+                    if l.startswith("by-reference sends:")]
+            check(len(refs) == 1, f"rank {r} said how many it sent by reference:\n{out[-500:]}")
+            if reg == "all" or r % 2 == 1:
+                check(refs[0] >= 2, f"world {world} {reg} rank {r}: {refs[0]} sends by reference")
+            else:
+                check(refs[0] == 0, f"rank {r} registered nothing: {refs[0]} by reference")
     for how in ("kill", "stop"):
         procs = start_world(3, "--transport", "shm", "--mode", "loop", "--iters", "0",
                             "--sizes", "1048576", "--registered", "all",

@@ -439,17 +439,18 @@ void communicator::send(int32_t to, uint32_t tag, buffer buf, completion done) {
   // acknowledgement completes the send.
   auto h = make_ref_header(buf.type(), static_cast<uint32_t>(rank_), tag, buf.count());
   auto ref = buffer(dtype::u8, ref_payload_bytes);
+  std::string broken;
   {
     std::lock_guard<std::mutex> guard{p.m};
-    if (!p.broken.empty()) {
-      auto why = p.broken;
-      done(failure{why}, {});
-      return;
+    broken = p.broken;
+    if (broken.empty()) {
+      uint64_t words[2] = {off, p.next_ref++};
+      std::memcpy(ref.data(), words, sizeof(words));
+      p.refs.emplace(words[1], peer::by_ref{std::move(buf), std::move(done), clock::now()});
     }
-    uint64_t words[2] = {off, p.next_ref++};
-    std::memcpy(ref.data(), words, sizeof(words));
-    p.refs.emplace(words[1], peer::by_ref{std::move(buf), std::move(done), clock::now()});
   }
+  if (!broken.empty()) // (completions run outside the peer's lock: they may call back)
+    return done(failure{broken}, {});
   ++by_ref_sends_;
   put_frame(p, h, std::move(ref), nullptr);
 }

@@ -976,6 +976,15 @@ TEST_CASE("sends by reference fail instead of hanging: a receiver that does not 
     REQUIRE_FALSE(st);
     CHECK_THAT(st.error(), Catch::Contains("its arena is not mapped here"));
     REQUIRE_FALSE(sent);
+    // The link is broken: a send by reference fails at once, and its completion may call
+    // the communicator again (it runs outside the peer's lock).
+    auto again = s.wait([&](completion d) {
+      s.send(1, 2, t, [&s, d](const status& first, buffer) {
+        REQUIRE_FALSE(first);
+        s.recv(1, 3, {}, d);
+      });
+    });
+    REQUIRE_FALSE(again);
   }
   SECTION("a receiver that holds the frame and never copies it") {
     o.max_early_bytes = 1; // the first early frame is kept, the second waits

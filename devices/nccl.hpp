@@ -47,7 +47,8 @@ public:
   nccl_comm& operator=(const nccl_comm&) = delete;
 
   /// In-place all-reduce of `count` elements of `t` in device memory (sum, or mean for the
-  /// floating types), waited for: "" when done, else the CUDA or NCCL error, `check`'s
+  /// floating types), on the communicator's own stream: work that wrote the data on another
+  /// stream must be synchronized first. Waited for: "" when done, else the CUDA or NCCL error, `check`'s
   /// reason or the timeout (zero: none). After a failure the communicator is aborted and
   /// every later call fails with the first reason.
   std::string allreduce(void* device_data, size_t count, dp::dtype t, bool mean,

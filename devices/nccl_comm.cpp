@@ -169,7 +169,9 @@ std::unique_ptr<nccl_comm> nccl_comm::create(const std::string& unique_id, int r
   p->world = world;
   if (auto e = cudaSetDevice(device); e != cudaSuccess)
     return fail(cuda_text(e) + " (device " + std::to_string(device) + ")");
-  if (auto e = cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking); e != cudaSuccess)
+  // A blocking stream: it waits for work on the legacy default stream (cudaMemcpy), but
+  // not for other streams': the caller synchronizes those (nccl.hpp).
+  if (auto e = cudaStreamCreate(&p->stream); e != cudaSuccess)
     return fail(cuda_text(e));
   auto out = std::unique_ptr<nccl_comm>(new nccl_comm(std::move(p)));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;

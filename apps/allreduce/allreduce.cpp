@@ -107,6 +107,7 @@ caf::behavior allreduce_rank(caf::event_based_actor* self, monkey::app::context 
       st->started = clock_type::now();
       if (st->gpu) {
         st->dev_g.upload(g, n);
+        st->gpu->synchronize(); // NCCL runs on its own stream
         st->op = dp.gpu_allreduce(st->dev_g.get(), monkey::app::dtype::f32, n);
       } else {
         st->op = dp.allreduce(st->g, monkey::app::reduce::sum);

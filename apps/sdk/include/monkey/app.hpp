@@ -246,8 +246,9 @@ public:
   uint64_t gpu_join(int device = 0, std::vector<int32_t> group = {}) const;
   /// Every rank of a joined group ends with the sum (or mean) of the group's `count`
   /// elements of `t` at `device_data` (CUDA memory on the joined device), in place, by
-  /// NCCL. GPU all-reduces of a group run in the order called, beside (not ordered with)
-  /// the host collectives. A rank that dies or freezes fails the others (as the host
+  /// NCCL, on the group's own CUDA stream: the data must be ready (synchronize the stream
+  /// that wrote it first); the tensor_done comes once NCCL finished. GPU all-reduces of a
+  /// group run in the order called, beside (not ordered with) the host collectives. A rank that dies or freezes fails the others (as the host
   /// collectives do), and the group's later calls fail too: join a new group after a gang
   /// restart. The tensor_done carries no data.
   uint64_t gpu_allreduce(void* device_data, dtype t, uint64_t count, reduce op = reduce::sum,

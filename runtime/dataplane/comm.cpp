@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/dataplane/comm.hpp"
-#include "runtime/dataplane/arena.hpp"
+#include "runtime/dataplane/comm_peer.hpp"
 #include "runtime/dataplane/futex.hpp"
 
 #include <algorithm>
@@ -14,46 +14,8 @@
 
 namespace monkey::dp {
 
-using clock = std::chrono::steady_clock;
-
 // ---- the communicator ----------------------------------------------------------------------------
 
-struct communicator::peer {
-  int32_t rank = -1;
-  std::unique_ptr<channel> ch;
-  std::mutex m;
-  std::condition_variable cv;
-  std::deque<pending_send> sends;
-  std::deque<pending_recv> posted;
-  /// Frames that came before their receive, by tag, in order: one still being read is
-  /// incomplete, and a receive that takes it waits on it.
-  struct early {
-    frame_header h;
-    buffer data;
-    bool complete = false;
-    std::optional<pending_recv> waiter;
-  };
-  std::map<uint32_t, std::deque<std::shared_ptr<early>>> unexpected;
-  /// Buffers that held early frames, kept for the next ones of the same size (fresh memory
-  /// is slow to touch on these machines; collectives send the same sizes over and over).
-  std::map<std::pair<dtype, uint64_t>, std::vector<buffer>> pool;
-  uint64_t pooled_bytes = 0;
-  /// Sends by reference whose receiver has not yet copied the tensor, by id (their
-  /// completions run at its acknowledgement).
-  struct by_ref {
-    buffer buf;
-    completion done;
-    clock::time_point since;
-  };
-  std::map<uint64_t, by_ref> refs;
-  uint64_t next_ref = 1;
-  bool sending = false; ///< a thread is writing a frame to the channel
-  std::string broken; ///< why the link failed ("": it works)
-  bool stopping = false;
-  clock::time_point last_frame = clock::now();
-  clock::time_point waiting_since = clock::now(); ///< when `posted` last became non-empty
-  std::thread rx, tx;
-};
 
 communicator::communicator(int32_t rank, int32_t world, comm_options opts)
   : rank_(rank), world_(world), opts_(opts) {
@@ -419,127 +381,6 @@ void communicator::tx_loop(peer& p) {
     if (s.done)
       s.done({}, {});
   }
-}
-
-void communicator::send(int32_t to, uint32_t tag, buffer buf, completion done) {
-  if (to == rank_)
-    return send_self(tag, std::move(buf), std::move(done));
-  if (to < 0 || to >= world_ || to == rank_ || !peers_[static_cast<size_t>(to)]) {
-    done(failure{"data plane: rank " + std::to_string(rank_) + " cannot send to rank "
-                 + std::to_string(to) + " (world of " + std::to_string(world_) + ")"},
-         {});
-    return;
-  }
-  auto& p = *peers_[static_cast<size_t>(to)];
-  auto off = ref_offset(to, buf);
-  if (off == not_registered)
-    return put_frame(p, make_header(buf.type(), static_cast<uint32_t>(rank_), tag, buf.count()),
-                     std::move(buf), std::move(done));
-  // By reference: the receiver copies the tensor from this process's arena, and its
-  // acknowledgement completes the send.
-  auto h = make_ref_header(buf.type(), static_cast<uint32_t>(rank_), tag, buf.count());
-  auto ref = buffer(dtype::u8, ref_payload_bytes);
-  std::string broken;
-  {
-    std::lock_guard<std::mutex> guard{p.m};
-    broken = p.broken;
-    if (broken.empty()) {
-      uint64_t words[2] = {off, p.next_ref++};
-      std::memcpy(ref.data(), words, sizeof(words));
-      p.refs.emplace(words[1], peer::by_ref{std::move(buf), std::move(done), clock::now()});
-    }
-  }
-  if (!broken.empty()) // (completions run outside the peer's lock: they may call back)
-    return done(failure{broken}, {});
-  ++by_ref_sends_;
-  put_frame(p, h, std::move(ref), nullptr);
-}
-
-uint64_t communicator::ref_offset(int32_t to, const buffer& buf) const {
-  static const uint64_t min_bytes = [] {
-    auto* v = std::getenv("MONKEY_DP_REF_KB");
-    return (v ? std::strtoull(v, nullptr, 10) : 64) << 10;
-  }();
-  if (!arena_ || buf.bytes() < min_bytes || !peer_arenas_[static_cast<size_t>(to)].base)
-    return not_registered;
-  return arena_->offset_of(buf.data(), buf.bytes());
-}
-
-expected<const uint8_t*> communicator::resolve_ref(peer& p, const frame_header& h, uint64_t& id) {
-  uint64_t words[2] = {0, 0};
-  if (auto ok = p.ch->recv_payload(words, sizeof(words)); !ok)
-    return failure{ok.error() + " (from rank " + std::to_string(p.rank) + ")"};
-  id = words[1];
-  auto& a = peer_arenas_[static_cast<size_t>(p.rank)];
-  if (!a.base)
-    return failure{"data plane: rank " + std::to_string(p.rank) + " sent a tensor by reference "
-                   "(tag " + std::to_string(h.tag) + "), but its arena is not mapped here"};
-  if (words[0] > a.bytes || h.data_bytes() > a.bytes - words[0])
-    return failure{"data plane: rank " + std::to_string(p.rank) + " sent a tensor by reference "
-                   "(tag " + std::to_string(h.tag) + ") outside its arena"};
-  return a.base.get() + words[0];
-}
-
-void communicator::ack_ref(peer& p, uint32_t tag, uint64_t id) {
-  auto b = buffer(dtype::u8, 8);
-  std::memcpy(b.data(), &id, sizeof(id));
-  put_frame(p, make_ack_header(static_cast<uint32_t>(rank_), tag), std::move(b), nullptr,
-            true);
-}
-
-status communicator::take_ack(peer& p, const frame_header& h) {
-  uint64_t id = 0;
-  if (auto ok = p.ch->recv_payload(&id, sizeof(id)); !ok)
-    return failure{ok.error() + " (from rank " + std::to_string(p.rank) + ")"};
-  std::optional<peer::by_ref> r;
-  {
-    std::lock_guard<std::mutex> guard{p.m};
-    auto it = p.refs.find(id);
-    if (it != p.refs.end()) {
-      r = std::move(it->second);
-      p.refs.erase(it);
-    }
-    p.last_frame = clock::now();
-  }
-  if (!r)
-    return failure{"data plane: rank " + std::to_string(p.rank) + " acknowledged a tensor under "
-                   "tag " + std::to_string(h.tag) + " that was not sent to it by reference"};
-  if (r->done)
-    r->done({}, {});
-  return {};
-}
-
-void communicator::put_frame(peer& p, const frame_header& h, buffer buf, completion done,
-                             bool first) {
-  {
-    std::unique_lock<std::mutex> lock{p.m};
-    if (p.broken.empty() && p.sends.empty() && !p.sending) {
-      // Nothing queued: a frame the channel takes at once (small, with room in a ring) goes
-      // out from this thread, without waking the sending one.
-      p.sending = true;
-      lock.unlock();
-      auto sent = p.ch->try_send(h, buf.data());
-      lock.lock();
-      p.sending = false;
-      p.cv.notify_all();
-      if (sent) {
-        lock.unlock();
-        if (done)
-          done({}, {});
-        return;
-      }
-    }
-    if (p.broken.empty()) {
-      if (first)
-        p.sends.push_front(pending_send{h, std::move(buf), std::move(done)});
-      else
-        p.sends.push_back(pending_send{h, std::move(buf), std::move(done)});
-      p.cv.notify_all();
-      return;
-    }
-  }
-  if (done)
-    done(failure{p.broken}, {});
 }
 
 void communicator::recv(int32_t from, uint32_t tag, buffer into, completion done) {

@@ -4,7 +4,8 @@
 # registered tensors from the shared arena: "shm-reg", and TCP) against OpenMPI's
 # MPI_Allreduce (its default transports, and --mca btl self,tcp) and gloo (torch.distributed),
 # float32 sum of 4 MB and 64 MB, 2 and 4 ranks, all in one run; then point-to-point against
-# memcpy (shm with heap tensors, and "shm-reg": registered ones, sent by reference) and a
+# memcpy (shm with heap tensors: "shm-cma" where they went by address, and "shm-reg":
+# registered ones, sent by reference) and a
 # plain socket, and TCP wrapped in TLS against plain TCP. Prints every figure
 # and the ratios. Installs the peers (apt) the
 # first time: openmpi-bin, libopenmpi-dev, and python3-torch unless NO_GLOO=1.

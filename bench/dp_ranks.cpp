@@ -224,6 +224,7 @@ void p2p_mode(communicator& c, const args& a) {
   for (auto count : a.sizes) {
     auto b = inputs(c.rank(), count, 4);
     auto peer = 1 - c.rank();
+    auto refs0 = c.by_ref_sends(), addrs0 = c.by_addr_sends();
     std::vector<double> times;
     for (int i = 0; i < a.iters + 2; ++i) {
       auto t0 = clock_type::now();
@@ -253,7 +254,8 @@ void p2p_mode(communicator& c, const args& a) {
       auto mmed = mt[mt.size() / 2];
       std::printf("p2p transport=%s%s bytes=%llu median_us=%.1f GBps=%.3f memcpy_GBps=%.3f "
                   "ratio=%.2f\n",
-                  c.transport(1).c_str(), c.by_ref_sends() > 0 ? "-reg" : "",
+                  c.transport(1).c_str(),
+                  c.by_ref_sends() > refs0 ? "-reg" : c.by_addr_sends() > addrs0 ? "-cma" : "",
                   static_cast<unsigned long long>(b.bytes()),
                   med * 1e6, b.bytes() / med / 1e9, b.bytes() / mmed / 1e9,
                   (b.bytes() / med) / (b.bytes() / mmed));
@@ -356,9 +358,10 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   if (a.mode == "check") {
     check_mode(c, a);
-    std::printf("in-place all-reduces: %llu\nby-reference sends: %llu\n",
+    std::printf("in-place all-reduces: %llu\nby-reference sends: %llu\nby-address sends: %llu\n",
                 static_cast<unsigned long long>(c.in_place_allreduces()),
-                static_cast<unsigned long long>(c.by_ref_sends()));
+                static_cast<unsigned long long>(c.by_ref_sends()),
+                static_cast<unsigned long long>(c.by_addr_sends()));
   }
   else if (a.mode == "loop")
     loop_mode(c, a);

@@ -21,6 +21,7 @@ communicator::communicator(int32_t rank, int32_t world, comm_options opts)
   : rank_(rank), world_(world), opts_(opts) {
   peers_.resize(static_cast<size_t>(world));
   peer_arenas_.resize(static_cast<size_t>(world));
+  peer_cma_.resize(static_cast<size_t>(world));
 }
 
 status communicator::peer_alive(int32_t r) {
@@ -207,16 +208,21 @@ void communicator::rx_loop(peer& p) {
       }
       continue;
     }
-    // A tensor sent by reference: copied from where it lies in the sender's arena.
+    // A tensor sent by reference: copied from where it lies in the sender's arena; by
+    // address: read from the sender's memory.
     const uint8_t* by_ref = nullptr;
-    uint64_t ref_id = 0;
-    if (h->flags == frame_by_ref) {
+    uint64_t ref_id = 0, addr = 0;
+    const bool by_addr = h->flags == frame_by_addr;
+    if (h->flags == frame_by_ref || h->flags == frame_by_addr) {
       auto src = resolve_ref(p, *h, ref_id);
       if (!src) {
         fail_peer(p, src.error());
         return;
       }
-      by_ref = *src;
+      if (h->flags == frame_by_ref)
+        by_ref = *src;
+      else
+        addr = reinterpret_cast<uint64_t>(*src);
     }
     std::optional<pending_recv> match;
     std::shared_ptr<peer::early> early;
@@ -278,6 +284,10 @@ void communicator::rx_loop(peer& p) {
       else
         std::memcpy(into.data(), by_ref, h->data_bytes());
       ack_ref(p, h->tag, ref_id); // the sender may touch its tensor again
+    } else if (by_addr) {
+      ok = read_by_addr(p, *h, addr, into.data(), added);
+      if (ok)
+        ack_ref(p, h->tag, ref_id);
     } else {
       ok = added ? p.ch->recv_payload_add(h->type, into.data(), h->bytes)
                  : p.ch->recv_payload(into.data(), h->bytes);

@@ -129,6 +129,14 @@ public:
   /// start(): mesh::connect sets them.
   void use_arena(std::shared_ptr<arena> own);
   void set_peer_arena(int32_t peer, std::shared_ptr<uint8_t> base, uint64_t bytes);
+  /// Sends by address (frame.hpp, frame_by_addr; transport.hpp, peer_memory), before
+  /// start(): `read_pid` is `peer`'s process id when this process can read its memory with
+  /// process_vm_readv, same_process for a rank of this process (memcpy), else 0; `reads_me`:
+  /// `peer` reads this process's memory, so a send of a tensor that is not registered, from
+  /// MONKEY_DP_CMA_KB (64 KB) to MONKEY_DP_CMA_MAX_MB (32 MB), goes as its address, and
+  /// `peer` copies it once.
+  void set_peer_cma(int32_t peer, int32_t read_pid, bool reads_me);
+  static constexpr int32_t same_process = -1;
   /// `count` zeroed elements of `t` for collectives: in the shared arena when this rank has
   /// one with room, else on the heap. An all-reduce whose members all pass arena buffers
   /// (all on one machine) reads the others' tensors in place instead of through the rings.
@@ -140,6 +148,9 @@ public:
   /// Sends of registered tensors that the receiver copied from this process's arena (one
   /// copy instead of two through a ring: MONKEY_DP_REF_KB, 64 KB and larger by default).
   uint64_t by_ref_sends() const { return by_ref_sends_.load(); }
+  /// Sends of tensors that the receiver read from this process's memory (sends by address:
+  /// set_peer_cma).
+  uint64_t by_addr_sends() const { return by_addr_sends_.load(); }
 
 private:
   struct peer;
@@ -171,7 +182,12 @@ private:
   /// (frame.hpp, frame_by_ref): `buf`'s offset in the arena, or not_registered (too small,
   /// not in it, or the peer has no view of it: a plain frame then).
   uint64_t ref_offset(int32_t to, const buffer& buf) const;
-  /// A by-reference frame's payload read: where the tensor lies in `p`'s mapped arena.
+  /// Whether `buf` goes to `to` by address (set_peer_cma).
+  bool by_address(int32_t to, const buffer& buf) const;
+  /// A by-address frame's tensor, read from `p`'s memory into `into` (added to it when `add`).
+  status read_by_addr(peer& p, const frame_header& h, uint64_t addr, void* into, bool add);
+  /// A by-reference frame's payload read: where the tensor lies in `p`'s mapped arena (by
+  /// address: its address in `p`'s process, when this process can read it).
   expected<const uint8_t*> resolve_ref(peer& p, const frame_header& h, uint64_t& id);
   /// Tells `p` its tensor was copied / completes the send it acknowledges.
   void ack_ref(peer& p, uint32_t tag, uint64_t id);
@@ -217,6 +233,12 @@ private:
   std::vector<mapped_arena> peer_arenas_; ///< by rank
   std::atomic<uint64_t> in_place_{0};
   std::atomic<uint64_t> by_ref_sends_{0};
+  struct cma_view {
+    int32_t read_pid = 0;
+    bool reads_me = false;
+  };
+  std::vector<cma_view> peer_cma_; ///< by rank
+  std::atomic<uint64_t> by_addr_sends_{0};
 
   int32_t rank_, world_;
   comm_options opts_;

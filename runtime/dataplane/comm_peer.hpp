@@ -48,6 +48,7 @@ struct communicator::peer {
   };
   std::map<uint64_t, by_ref> refs;
   uint64_t next_ref = 1;
+  std::vector<uint8_t> scratch; ///< the receiving thread's, for tensors added by address
   bool sending = false; ///< a thread is writing a frame to the channel
   std::string broken; ///< why the link failed ("": it works)
   bool stopping = false;

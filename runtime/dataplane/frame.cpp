@@ -74,9 +74,10 @@ frame_header make_header(dtype type, uint32_t src_rank, uint32_t tag, uint64_t c
   return h;
 }
 
-frame_header make_ref_header(dtype type, uint32_t src_rank, uint32_t tag, uint64_t count) {
+frame_header make_ref_header(dtype type, uint32_t src_rank, uint32_t tag, uint64_t count,
+                             uint8_t flag) {
   auto h = make_header(type, src_rank, tag, count);
-  h.flags = frame_by_ref;
+  h.flags = flag;
   h.bytes = ref_payload_bytes;
   return h;
 }
@@ -119,7 +120,8 @@ expected<frame_header> decode(const uint8_t* in, uint64_t max_bytes) {
   if (size == 0)
     return failure{"data plane: unknown element type " + std::to_string(in[6])};
   h.flags = in[7];
-  if (h.flags != 0 && h.flags != frame_by_ref && h.flags != frame_ref_ack)
+  if (h.flags != 0 && h.flags != frame_by_ref && h.flags != frame_ref_ack
+      && h.flags != frame_by_addr)
     return failure{"data plane: unknown frame flags " + std::to_string(h.flags)};
   h.src_rank = get32(&in[8]);
   h.tag = get32(&in[12]);
@@ -128,11 +130,13 @@ expected<frame_header> decode(const uint8_t* in, uint64_t max_bytes) {
   if (h.count > std::numeric_limits<uint64_t>::max() / size)
     return failure{"data plane: a frame of " + std::to_string(h.count) + " " + to_string(h.type)
                    + " elements: too many"};
-  auto payload = h.flags == frame_by_ref ? ref_payload_bytes : h.count * size;
+  bool ref = h.flags == frame_by_ref || h.flags == frame_by_addr;
+  auto payload = ref ? ref_payload_bytes : h.count * size;
   if (h.bytes != payload
       || (h.flags == frame_ref_ack && (h.type != dtype::u8 || h.count != 8)))
     return failure{std::string("data plane: a ")
                    + (h.flags == frame_by_ref    ? "by-reference frame"
+                      : h.flags == frame_by_addr ? "by-address frame"
                       : h.flags == frame_ref_ack ? "reference acknowledgement"
                                                  : "frame")
                    + " of " + std::to_string(h.count) + " " + to_string(h.type)

@@ -8,7 +8,7 @@
 //   0       4     magic "MKDP"
 //   4       2     version (1)
 //   6       1     element type (dtype)
-//   7       1     flags (0, or one of frame_by_ref, frame_ref_ack)
+//   7       1     flags (0, or one of frame_by_ref, frame_ref_ack, frame_by_addr)
 //   8       4     source rank
 //   12      4     tag (the app's: matches a send to its recv)
 //   16      8     element count
@@ -21,7 +21,11 @@
 // reference (the tensor's offset in the sender's arena, then 0) while count and type describe
 // the tensor, which the receiver copies straight from the sender's arena; its `frame_ref_ack`
 // (8 uint8 elements: the reference's id, the second half of the reference) tells the sender
-// that the copy is done, and its send completes.
+// that the copy is done, and its send completes. A `frame_by_addr` frame does the same for a
+// tensor anywhere in the sender's memory (its payload: the tensor's address in the sender's
+// process, then the id), which the receiver reads with one kernel copy (process_vm_readv,
+// "CMA"; a rank of the same process: memcpy), where the two processes said at set-up that it
+// can (transport.hpp, peer_memory); it is acknowledged the same way.
 //
 // The header is checked before any payload is read (its CRC, the magic, the version, the
 // element type, that bytes = count * element size and that it fits the receiver's limit), so
@@ -45,7 +49,8 @@ constexpr uint16_t frame_version = 1;
 
 constexpr uint8_t frame_by_ref = 1;  ///< the payload refers to the tensor in the sender's arena
 constexpr uint8_t frame_ref_ack = 2; ///< the by-reference frame's copy is done
-constexpr uint64_t ref_payload_bytes = 16; ///< the offset in the arena, then the reference's id
+constexpr uint8_t frame_by_addr = 3; ///< the payload is the tensor's address in the sender
+constexpr uint64_t ref_payload_bytes = 16; ///< the offset (address), then the reference's id
 
 struct frame_header {
   dtype type = dtype::f32;
@@ -60,9 +65,10 @@ struct frame_header {
 
 /// A header for `count` elements of `type` (bytes computed).
 frame_header make_header(dtype type, uint32_t src_rank, uint32_t tag, uint64_t count);
-/// A by-reference frame's header (payload: the 16-byte reference) and its acknowledgement's
-/// (payload: the reference's 8-byte id).
-frame_header make_ref_header(dtype type, uint32_t src_rank, uint32_t tag, uint64_t count);
+/// A by-reference frame's header (payload: the 16-byte reference; `flag`: frame_by_ref or
+/// frame_by_addr) and its acknowledgement's (payload: the reference's 8-byte id).
+frame_header make_ref_header(dtype type, uint32_t src_rank, uint32_t tag, uint64_t count,
+                             uint8_t flag = frame_by_ref);
 frame_header make_ack_header(uint32_t src_rank, uint32_t tag);
 
 /// The header's 40 bytes.
@@ -70,7 +76,7 @@ std::array<uint8_t, header_size> encode(const frame_header& h);
 
 /// The header in `in` (40 bytes), or what is wrong with it: a bad CRC, another magic or
 /// version, an unknown element type or flag, bytes that are not count * element size (a
-/// by-reference frame's: 16), an acknowledgement that is not 8 uint8 elements, or a tensor
+/// by-reference or by-address frame's: 16), an acknowledgement that is not 8 uint8 elements, or a tensor
 /// over `max_bytes`.
 expected<frame_header> decode(const uint8_t* in, uint64_t max_bytes);
 

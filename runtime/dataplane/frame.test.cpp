@@ -107,6 +107,14 @@ TEST_CASE("by-reference frames and their acknowledgements: what they may say",
   auto over = decode(encode(ref).data(), 3999);
   REQUIRE_FALSE(over);
   CHECK_THAT(over.error(), Catch::Contains("4000 bytes exceeds the limit of 3999"));
+  // By address (the tensor's address in the sender): the same 16 bytes, its own flag.
+  auto addr = decode(encode(make_ref_header(dtype::bf16, 2, 9, 1000, frame_by_addr)).data(), 2000);
+  REQUIRE(addr);
+  CHECK(addr->flags == frame_by_addr);
+  CHECK(addr->type == dtype::bf16);
+  CHECK(addr->bytes == 16);
+  CHECK(addr->data_bytes() == 2000);
+  CHECK_FALSE(decode(encode(make_ref_header(dtype::bf16, 2, 9, 1000, frame_by_addr)).data(), 1999));
   auto ack = decode(encode(make_ack_header(1, 9)).data(), 0 + 8);
   REQUIRE(ack);
   CHECK(ack->flags == frame_ref_ack);
@@ -119,6 +127,11 @@ TEST_CASE("by-reference frames and their acknowledgements: what they may say",
   auto r = decode(encode(inline_ref).data(), 1 << 20);
   REQUIRE_FALSE(r);
   CHECK_THAT(r.error(), Catch::Contains("by-reference frame of 1000 float32 elements says 4000"));
+  auto inline_addr = make_header(dtype::f32, 2, 9, 1000);
+  inline_addr.flags = frame_by_addr;
+  r = decode(encode(inline_addr).data(), 1 << 20);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error(), Catch::Contains("by-address frame of 1000 float32 elements says 4000"));
   auto long_ack = make_header(dtype::u8, 1, 9, 16);
   long_ack.flags = frame_ref_ack;
   r = decode(encode(long_ack).data(), 1 << 20);

@@ -154,6 +154,9 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
         auto pair = make_local_pair(opts_.ring_bytes, opts_.timeout);
         comms_[r]->attach(p, std::move(pair.first));
         comms_[p]->attach(r, std::move(pair.second));
+        // One process: sends by address are read with memcpy (comm.hpp, set_peer_cma).
+        comms_[r]->set_peer_cma(p, communicator::same_process, true);
+        comms_[p]->set_peer_cma(r, communicator::same_process, true);
         if (arena_) { // one process: its own arena (the alias keeps it alive)
           std::shared_ptr<uint8_t> base(arena_, arena_->base());
           comms_[r]->set_peer_arena(p, base, arena_->bytes());
@@ -196,7 +199,7 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
         continue;
       uint32_t from = 0, to = 0;
       std::unique_ptr<channel> ch;
-      peer_arena_map peer_arena;
+      peer_memory peer_arena;
       std::string why;
       if (fds[0].revents & POLLIN) {
         auto l = tcp_.accept(opts_.key, opts_.timeout);
@@ -266,6 +269,7 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
       c->attach(static_cast<int32_t>(from), std::move(ch));
       if (peer_arena.base)
         c->set_peer_arena(static_cast<int32_t>(from), peer_arena.base, peer_arena.bytes);
+      c->set_peer_cma(static_cast<int32_t>(from), peer_arena.read_pid, peer_arena.reads_me);
       ++got;
     }
   });
@@ -278,7 +282,7 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
       auto& e = where[p];
       auto left = std::max<milliseconds>(left_ms(), milliseconds(1));
       if (use_shm(e)) {
-        peer_arena_map peer_arena;
+        peer_memory peer_arena;
         auto ch = dial_shm(e.unix_name, opts_.key, static_cast<uint32_t>(r), static_cast<uint32_t>(p),
                            std::min(left, opts_.timeout), opts_.timeout, arena_fd, &peer_arena);
         if (!ch) {
@@ -287,6 +291,7 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
           comms_.at(r)->attach(p, std::move(*ch));
           if (peer_arena.base)
             comms_.at(r)->set_peer_arena(p, peer_arena.base, peer_arena.bytes);
+          comms_.at(r)->set_peer_cma(p, peer_arena.read_pid, peer_arena.reads_me);
         }
       } else {
         auto l = tcp_link::dial(e.tcp, opts_.key, static_cast<uint32_t>(r), static_cast<uint32_t>(p),

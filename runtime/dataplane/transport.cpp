@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <random>
 #include <vector>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -19,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -633,8 +635,8 @@ status send_arena_fd(int sock, int fd) {
 
 /// Maps the peer's arena when both sides have one (a failure to map leaves it unmapped: the
 /// all-reduces over this pair then take the rings, as call_slot says).
-peer_arena_map swap_arenas(int sock, int own_fd, bool send_first, std::string& why) {
-  peer_arena_map out;
+peer_memory swap_arenas(int sock, int own_fd, bool send_first, std::string& why) {
+  peer_memory out;
   expected<int> theirs = -1;
   if (send_first) {
     if (auto ok = send_arena_fd(sock, own_fd); !ok) {
@@ -661,6 +663,60 @@ peer_arena_map swap_arenas(int sock, int own_fd, bool send_first, std::string& w
     if (auto m = map_peer_arena(*theirs, out.bytes))
       out.base = std::move(*m);
   ::close(*theirs);
+  return out;
+}
+
+/// A word of this process's memory that peers read to prove CMA works (peer_memory).
+const uint64_t& cma_probe_word() {
+  static const uint64_t word = [] {
+    std::random_device rd;
+    return (uint64_t{rd()} << 32 | rd()) | 1;
+  }();
+  return word;
+}
+
+/// Whether sends by address may go between the two ends of `sock` (peer_memory): each shows
+/// the other where its probe word lies and what it holds, reads the other's with
+/// process_vm_readv, and says whether it could. A failure of the socket sets `why`.
+void probe_cma(int sock, peer_memory& out, std::string& why) {
+  static const bool enabled = [] {
+    auto* v = std::getenv("MONKEY_DP_CMA");
+    return !v || std::string(v) != "0";
+  }();
+  uint64_t mine[2] = {enabled ? reinterpret_cast<uint64_t>(&cma_probe_word()) : 0,
+                      enabled ? cma_probe_word() : 0};
+  uint64_t theirs[2] = {0, 0};
+  if (::send(sock, mine, sizeof(mine), MSG_NOSIGNAL) != sizeof(mine)
+      || ::recv(sock, theirs, sizeof(theirs), MSG_WAITALL) != sizeof(theirs)) {
+    why = "data plane: swapping the memory probes: " + errno_text();
+    return;
+  }
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  uint8_t can_read = 0;
+  if (enabled && theirs[0] != 0
+      && ::getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0) {
+    uint64_t got = 0;
+    iovec local{&got, sizeof(got)};
+    iovec remote{reinterpret_cast<void*>(theirs[0]), sizeof(got)};
+    if (::process_vm_readv(cred.pid, &local, 1, &remote, 1, 0) == sizeof(got) && got == theirs[1])
+      can_read = 1;
+  }
+  uint8_t they_read = 0;
+  if (::send(sock, &can_read, 1, MSG_NOSIGNAL) != 1
+      || ::recv(sock, &they_read, 1, MSG_WAITALL) != 1) {
+    why = "data plane: swapping the memory probes: " + errno_text();
+    return;
+  }
+  out.read_pid = can_read ? cred.pid : 0;
+  out.reads_me = they_read == 1;
+}
+
+/// The arenas' swap, then the CMA probe (peer_memory).
+peer_memory swap_memory(int sock, int own_fd, bool send_first, std::string& why) {
+  auto out = swap_arenas(sock, own_fd, send_first, why);
+  if (why.empty())
+    probe_cma(sock, out, why);
   return out;
 }
 
@@ -830,7 +886,7 @@ expected<unix_listener::accepted> unix_listener::accept(const std::string& key,
     return failure{handed.error()};
   }
   accepted out;
-  out.arena = swap_arenas(sock, arena_fd, true, why);
+  out.arena = swap_memory(sock, arena_fd, true, why);
   if (!why.empty()) {
     ::close(sock);
     return failure{why};
@@ -845,7 +901,7 @@ expected<unix_listener::accepted> unix_listener::accept(const std::string& key,
 expected<std::unique_ptr<channel>> dial_shm(const std::string& name, const std::string& key,
                                             uint32_t from, uint32_t to,
                                             milliseconds connect_timeout, milliseconds timeout,
-                                            int arena_fd, peer_arena_map* arena) {
+                                            int arena_fd, peer_memory* arena) {
   int sock = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   socklen_t len = 0;
   auto addr = abstract_address(name, len);
@@ -887,7 +943,7 @@ expected<std::unique_ptr<channel>> dial_shm(const std::string& name, const std::
     ::close(sock);
     return failure{why};
   }
-  auto swapped = swap_arenas(sock, arena_fd, false, why);
+  auto swapped = swap_memory(sock, arena_fd, false, why);
   if (!why.empty()) {
     ::close(sock);
     return failure{why};

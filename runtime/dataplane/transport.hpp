@@ -100,10 +100,17 @@ uint64_t lane_capacity(uint64_t ring);
 std::pair<std::unique_ptr<channel>, std::unique_ptr<channel>>
 make_local_pair(uint64_t capacity, std::chrono::milliseconds timeout);
 
-/// A peer process's shared arena as mapped here (arena.hpp), or none.
-struct peer_arena_map {
+/// What this process sees of a peer process's memory on the same machine: its shared arena as
+/// mapped here (arena.hpp), or none; and whether either reads the other's memory with one
+/// kernel copy (CMA: process_vm_readv, for sends by address; frame.hpp, frame_by_addr). Each
+/// side proves it at set-up by reading a word the other shows it (the kernel allows it to a
+/// process of the same user that may trace the other: Yama's ptrace_scope 0, the same pid
+/// namespace, no seccomp filter against it); MONKEY_DP_CMA=0 turns it off.
+struct peer_memory {
   std::shared_ptr<uint8_t> base;
   uint64_t bytes = 0;
+  int32_t read_pid = 0;  ///< the peer's process id, when this process can read its memory; else 0
+  bool reads_me = false; ///< the peer can read this process's memory
 };
 
 /// A listening Unix socket in the abstract namespace (no file): the shm transport's door.
@@ -127,7 +134,7 @@ public:
   struct accepted {
     std::unique_ptr<channel> ch;
     uint32_t from = 0, to = 0;
-    peer_arena_map arena; ///< the dialer's arena, mapped (empty: none)
+    peer_memory arena; ///< the dialer's arena, mapped (empty: none), and CMA both ways
   };
   expected<accepted> accept(const std::string& key, uint64_t capacity,
                             std::chrono::milliseconds timeout, int arena_fd = -1);
@@ -139,12 +146,12 @@ private:
 
 /// Dials the Unix socket `name` as rank `from` asking for rank `to`, proves `key` and maps the
 /// segment the listener hands over; then the two swap arenas (`arena_fd`, -1: none; the
-/// listener's lands in `*arena` when both have one).
+/// listener's lands in `*arena` when both have one) and try CMA both ways (peer_memory).
 /// `connect_timeout` bounds the connection and the proof, `timeout` the channel's transfers.
 expected<std::unique_ptr<channel>> dial_shm(const std::string& name, const std::string& key,
                                             uint32_t from, uint32_t to,
                                             std::chrono::milliseconds connect_timeout,
                                             std::chrono::milliseconds timeout,
-                                            int arena_fd = -1, peer_arena_map* arena = nullptr);
+                                            int arena_fd = -1, peer_memory* arena = nullptr);
 
 } // namespace monkey::dp

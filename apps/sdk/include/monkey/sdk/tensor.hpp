@@ -14,6 +14,7 @@
 #include <memory>
 #include <new>
 #include <stdexcept>
+#include <sys/mman.h>
 
 namespace monkey::dp {
 
@@ -50,13 +51,19 @@ inline const char* to_string(dtype t) {
 class buffer {
 public:
   buffer() = default;
-  /// `count` zeroed elements of `type` (allocate once and reuse: fresh memory is slow).
+  /// `count` zeroed elements of `type` (allocate once and reuse: fresh memory is slow). From
+  /// 2 MB on, the memory is aligned to 2 MB and asks for transparent huge pages (where the
+  /// kernel's setting is `madvise` or `always`): faster to fault in, to copy, and for a peer
+  /// process to read (the data plane's sends by address pin its pages).
   buffer(dtype type, uint64_t count) : type_(type), count_(count) {
     auto bytes = count * dtype_size(type);
+    constexpr size_t huge = size_t{2} << 20;
     auto rounded = (bytes + 63) / 64 * 64;
-    void* p = rounded == 0 ? nullptr : std::aligned_alloc(64, rounded);
-    if (rounded != 0 && !p)
+    void* p = nullptr;
+    if (rounded != 0 && ::posix_memalign(&p, bytes >= huge ? huge : 64, rounded) != 0)
       throw std::bad_alloc();
+    if (bytes >= huge)
+      ::madvise(p, rounded, MADV_HUGEPAGE);
     if (p)
       std::memset(p, 0, rounded);
     mem_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });

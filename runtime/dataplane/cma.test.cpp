@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+// Sends by address (frame.hpp, frame_by_addr): a tensor that is not registered goes to a rank
+// that reads this process's memory as its address, and the receiver copies it once
+// (process_vm_readv between processes, memcpy between ranks of one process).
+#include "runtime/dataplane/comm.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <future>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime/dataplane/mesh.hpp"
+#include "runtime/dataplane/reference.hpp"
+
+using namespace monkey;
+using namespace monkey::dp;
+
+namespace {
+
+buffer values(int32_t rank, uint64_t count, uint32_t salt) {
+  auto b = buffer::f32(count);
+  for (uint64_t k = 0; k < count; ++k)
+    b[k] = reference::value(rank, k, salt);
+  return b;
+}
+
+bool same_bytes(const buffer& a, const buffer& b) {
+  return a.bytes() == b.bytes() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
+}
+
+} // namespace
+
+TEST_CASE("sends by address: read once from the sender's memory (a kernel copy between meshes, "
+          "memcpy between ranks of one), equal to what was sent; small and huge tensors go "
+          "inline",
+          "[runtime][dataplane]") {
+  mesh_options o;
+  o.key = "the-key";
+  o.transport = "shm";
+  o.timeout = std::chrono::seconds(5);
+  o.connect_timeout = std::chrono::seconds(5);
+  o.ring_bytes = 1 << 16;
+  auto m0 = mesh::create(3, {0, 2}, o);
+  auto m1 = mesh::create(3, {1}, o);
+  REQUIRE(m0);
+  REQUIRE(m1);
+  std::vector<std::string> eps{(*m0)->endpoint(), (*m1)->endpoint()};
+  auto joined = std::async(std::launch::async, [&] { return (*m1)->connect(eps); });
+  REQUIRE((*m0)->connect(eps));
+  REQUIRE(joined.get());
+  auto& c0 = *(*m0)->comm(0);
+  auto& c1 = *(*m1)->comm(1);
+  auto& c2 = *(*m0)->comm(2);
+  REQUIRE(c0.transport(1) == "shm");
+  REQUIRE(c0.transport(2) == "local");
+
+  const uint64_t n = 100003; // 400 KB: by address
+  auto t = values(0, n, 1);
+  auto want = values(0, n, 1);
+  // Over shm (the two meshes probed each other at set-up: process_vm_readv), the receive
+  // posted first; to the rank of the same process (memcpy), the receive posted after.
+  auto got1 = std::async(std::launch::async, [&] {
+    buffer into = buffer::f32(n);
+    auto st = c1.wait([&](completion d) { c1.recv(0, 7, into, d); });
+    return std::make_pair(st, into);
+  });
+  REQUIRE(c0.wait([&](completion d) { c0.send(1, 7, t, d); }));
+  REQUIRE(c0.wait([&](completion d) { c0.send(2, 7, t, d); }));
+  CHECK(c0.by_addr_sends() == 2);
+  // The sends completed: the receivers hold their copies, and refilling changes nothing.
+  std::memset(t.data(), 0, t.bytes());
+  auto r1 = got1.get();
+  REQUIRE(r1.first);
+  CHECK(same_bytes(r1.second, want));
+  buffer r2;
+  REQUIRE(c2.wait([&](completion d) {
+    c2.recv(0, 7, {}, [&r2, d](const status& st, buffer b) {
+      r2 = b;
+      d(st, {});
+    });
+  }));
+  CHECK(same_bytes(r2, want));
+
+  // The other way, into a receive of the wrong size: refused, the link still works.
+  auto back = values(1, n, 2);
+  auto wrong = std::async(std::launch::async, [&] {
+    return c0.wait([&](completion d) { c0.recv(1, 8, buffer::f32(5), d); });
+  });
+  REQUIRE(c1.wait([&](completion d) { c1.send(0, 8, back, d); }));
+  auto refused = wrong.get();
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error(), Catch::Contains("the receive expected 5"));
+  CHECK(c1.by_addr_sends() == 1);
+
+  // Under 64 KB, and over 32 MB: frames through the ring, the same bytes.
+  auto small = values(0, 1000, 3);
+  auto huge = values(0, (uint64_t{32} << 20) / 4 + 1, 4);
+  for (auto* b : {&small, &huge}) {
+    auto got = std::async(std::launch::async, [&] {
+      buffer into;
+      auto st = c1.wait([&](completion d) {
+        c1.recv(0, 9, {}, [&into, d](const status& s, buffer x) {
+          into = x;
+          d(s, {});
+        });
+      });
+      return std::make_pair(st, into);
+    });
+    REQUIRE(c0.wait([&](completion d) { c0.send(1, 9, *b, d); }));
+    auto r = got.get();
+    REQUIRE(r.first);
+    CHECK(same_bytes(r.second, *b));
+  }
+  CHECK(c0.by_addr_sends() == 2);
+}
+
+TEST_CASE("a send by address that cannot be read fails the send and the receive, naming why",
+          "[runtime][dataplane]") {
+  comm_options o;
+  o.timeout = std::chrono::milliseconds(2000);
+  communicator s(0, 2, o), r(1, 2, o);
+  auto pair = make_local_pair(1 << 16, o.timeout);
+  s.attach(1, std::move(pair.first));
+  r.attach(0, std::move(pair.second));
+  std::string want;
+  SECTION("the receiver cannot read the sender's memory") {
+    s.set_peer_cma(1, 0, true); // the sender believes it can
+    want = "its memory cannot be read here";
+  }
+  SECTION("the sender's process is gone") {
+    pid_t child = ::fork();
+    if (child == 0)
+      ::_exit(0);
+    REQUIRE(child > 0);
+    ::waitpid(child, nullptr, 0);
+    s.set_peer_cma(1, 0, true);
+    r.set_peer_cma(0, static_cast<int32_t>(child), false);
+    want = "from its memory";
+  }
+  REQUIRE(s.start());
+  REQUIRE(r.start());
+  auto t = values(0, 1 << 16, 5);
+  auto got = std::async(std::launch::async, [&] {
+    return r.wait([&](completion d) { r.recv(0, 1, {}, d); });
+  });
+  auto sent = s.wait([&](completion d) { s.send(1, 1, t, d); });
+  auto st = got.get();
+  REQUIRE_FALSE(st);
+  CHECK_THAT(st.error(), Catch::Contains(want));
+  REQUIRE_FALSE(sent);
+  CHECK(s.by_addr_sends() == 1);
+}

@@ -33,14 +33,22 @@ struct alignas(64) call_slot {
   std::atomic<uint64_t> group{0};
   uint64_t offset = 0; ///< the buffer's bytes into the arena; not_registered: not in it
   uint64_t count = 0;
-  uint32_t type = 0;
+  uint16_t type = 0;
+  uint16_t flags = 0;               ///< slot_direct, slot_cma
   std::atomic<uint32_t> seq{0};     ///< bumped on every change (a futex word)
   std::atomic<uint32_t> waiters{0}; ///< members asleep on seq (a change wakes them only then)
   /// (tag << 32) | the other members that finished reading this rank's buffer in the call
   /// of that tag: they add to it while it names their call (the one field others write; a
   /// member of a failed call that wakes late counts in no other call).
   std::atomic<uint64_t> readers_done{0};
+  uint64_t address = 0; ///< the buffer's address in its process (read by CMA when not in the arena)
 };
+/// The member goes on in place when the others can (it maps every member's arena, and its
+/// buffer is registered or it reads every member's memory); without it, every member takes
+/// the ring.
+constexpr uint16_t slot_direct = 1;
+/// The member reads every other member's memory (CMA: transport.hpp, peer_memory).
+constexpr uint16_t slot_cma = 2;
 static_assert(sizeof(call_slot) == 64, "a call slot is one cache line");
 constexpr uint64_t not_registered = ~uint64_t{0};
 

@@ -152,3 +152,104 @@ TEST_CASE("a send by address that cannot be read fails the send and the receive,
   REQUIRE_FALSE(sent);
   CHECK(s.by_addr_sends() == 1);
 }
+
+namespace {
+
+/// Two meshes of one process joined over shm (they read each other's memory: their probe
+/// passes), ranks {0, 2} and {1}; the communicators by rank.
+struct two_meshes {
+  std::unique_ptr<mesh> a, b;
+  communicator* c[3] = {nullptr, nullptr, nullptr};
+  two_meshes() {
+    mesh_options o;
+    o.key = "the-key";
+    o.transport = "shm";
+    o.timeout = std::chrono::seconds(3);
+    o.connect_timeout = std::chrono::seconds(5);
+    o.ring_bytes = 1 << 16;
+    auto m0 = mesh::create(3, {0, 2}, o);
+    auto m1 = mesh::create(3, {1}, o);
+    REQUIRE(m0);
+    REQUIRE(m1);
+    a = std::move(*m0);
+    b = std::move(*m1);
+    std::vector<std::string> eps{a->endpoint(), b->endpoint()};
+    auto joined = std::async(std::launch::async, [&] { return b->connect(eps); });
+    REQUIRE(a->connect(eps));
+    REQUIRE(joined.get());
+    c[0] = a->comm(0);
+    c[1] = b->comm(1);
+    c[2] = a->comm(2);
+  }
+  /// Every rank all-reduces its own tensor at once.
+  std::vector<status> allreduce(std::vector<buffer>& t, reduce_op op) {
+    std::vector<std::future<status>> fs;
+    for (int r = 0; r < 3; ++r)
+      fs.push_back(std::async(std::launch::async, [this, &t, op, r] {
+        return c[r]->wait([&](completion d) { c[r]->allreduce(t[static_cast<size_t>(r)], op, {}, d); });
+      }));
+    std::vector<status> out;
+    for (auto& f : fs)
+      out.push_back(f.get());
+    return out;
+  }
+};
+
+} // namespace
+
+TEST_CASE("the all-reduce of tensors outside the arenas reads them in place by CMA, bit for "
+          "bit as the ring, heap and registered tensors mixed",
+          "[runtime][dataplane]") {
+  two_meshes w;
+  uint64_t done = 0;
+  for (uint64_t n : {uint64_t{1}, uint64_t{7}, uint64_t{100003}, uint64_t{1} << 20}) {
+    for (auto op : {reduce_op::sum, reduce_op::mean}) {
+      auto salt = static_cast<uint32_t>(n + (op == reduce_op::mean));
+      std::vector<buffer> t;
+      for (int r = 0; r < 3; ++r) {
+        // rank 1's tensor from its arena, the others' on the heap
+        t.push_back(r == 1 ? w.c[1]->alloc(dtype::f32, n) : buffer::f32(n));
+        auto v = values(r, n, salt);
+        std::memcpy(t.back().data(), v.data(), v.bytes());
+      }
+      REQUIRE(w.c[1]->registered(t[1]));
+      for (auto& st : w.allreduce(t, op)) {
+        INFO((st ? std::string() : st.error()));
+        REQUIRE(st);
+      }
+      ++done;
+      for (int r = 0; r < 3; ++r)
+        for (uint64_t k = 0; k < n; k += std::max<uint64_t>(n / 997, 1)) {
+          float want = reference::ring_sum({0, 1, 2}, n, k, salt, op == reduce_op::mean);
+          float got = t[static_cast<size_t>(r)][k];
+          REQUIRE(std::memcmp(&want, &got, sizeof(float)) == 0);
+        }
+    }
+  }
+  for (auto* c : w.c)
+    CHECK(c->in_place_allreduces() == done);
+}
+
+TEST_CASE("an all-reduce in place whose read of a member's memory fails ends with the reason on "
+          "every member",
+          "[runtime][dataplane]") {
+  two_meshes w;
+  pid_t child = ::fork();
+  if (child == 0)
+    ::_exit(0);
+  REQUIRE(child > 0);
+  ::waitpid(child, nullptr, 0);
+  // Rank 0 believes rank 1 lives in a process that is gone (set before the call: the
+  // collective thread reads it under the queue's lock).
+  w.c[0]->set_peer_cma(1, static_cast<int32_t>(child), true);
+  std::vector<buffer> t;
+  for (int r = 0; r < 3; ++r)
+    t.push_back(values(r, 100003, 3));
+  auto st = w.allreduce(t, reduce_op::sum);
+  REQUIRE_FALSE(st[0]);
+  CHECK_THAT(st[0].error(), Catch::Contains("reading rank 1's tensor in the all-reduce")
+                              && Catch::Contains("No such process"));
+  REQUIRE_FALSE(st[1]);
+  REQUIRE_FALSE(st[2]);
+  CHECK(w.c[0]->in_place_allreduces() == 0);
+}

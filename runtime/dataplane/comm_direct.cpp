@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// The all-reduce over registered buffers (arena.hpp; docs/dataplane.md, "Registered
-// buffers"): the members of a group on one machine read each other's tensors in place.
+// The all-reduce in place (arena.hpp; docs/dataplane.md, "Registered buffers"): the members
+// of a group on one machine read each other's tensors where they lie, in the arenas they
+// map or, for tensors outside them, by CMA (cma.hpp: one kernel copy from the member's
+// process).
 //
-// Each member publishes in its call slot the call's tag and where its buffer lies (stage 1),
-// and, when its own buffer is registered, waits for every other member's slot of the same
-// call: all registered, it goes on here; one not (or not mapped), every member takes the
-// ring (a member whose own buffer is not registered takes it at once). Then member i
+// Each member publishes in its call slot the call's tag and where its buffer lies (stage 1:
+// its arena offset or not_registered, its address, whether it goes on here and whether it
+// reads every other member's memory), and, when it goes on, waits for every other member's
+// slot of the same call. Every member decides alike from the same slots: in place when each
+// goes on, and every tensor is registered or every member reads the others' memory; else
+// every member takes the ring (one that cannot go on takes it at once). Then member i
 //   - sums chunk i of every member's tensor into its own, in the ring's order (chunk c from
 //     member c + 1 onwards: the same additions as the ring, bit for bit), divides it for a
 //     mean, and says so (stage 2);
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "runtime/dataplane/arena.hpp"
+#include "runtime/dataplane/cma.hpp"
 #include "runtime/dataplane/comm.hpp"
 #include "runtime/dataplane/futex.hpp"
 
@@ -44,6 +49,27 @@ void publish(call_slot& s, uint32_t tag, uint32_t stage) {
   s.state.store(state_of(tag, stage), std::memory_order_release);
   notify(s.seq, s.waiters);
 }
+
+/// Where a member's tensor lies as seen from here: mapped (`at`), or at `addr` in process
+/// `pid` (CMA; cma::same_process: this one).
+struct source {
+  const uint8_t* at = nullptr;
+  int32_t pid = 0;
+  uint64_t addr = 0;
+  status read(uint64_t off, void* dst, uint64_t n) const {
+    if (!at)
+      return cma::read(pid, addr + off, dst, n);
+    std::memcpy(dst, at + off, n);
+    return {};
+  }
+  status add(uint64_t off, dtype t, void* dst, uint64_t count,
+             std::vector<uint8_t>& scratch) const {
+    if (!at)
+      return cma::add(pid, addr + off, t, dst, count, scratch);
+    add_elems(t, dst, at + off, count);
+    return {};
+  }
+};
 
 } // namespace
 
@@ -74,10 +100,12 @@ expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
   const int n = static_cast<int>(g.size());
   if (n < 2 || !arena_ || !arena_->slot(rank_))
     return false;
-  // Every member's arena must be mapped here. A member that cannot go on here says so in its
-  // slot all the same (not registered): a peer that mapped its arena waits for that slot.
+  // Every member's arena must be mapped here (the slots live there). A member that cannot go
+  // on here says so in its slot all the same (no slot_direct): a peer that mapped its arena
+  // waits for that slot. Tensors outside the arenas are read by CMA, when every member reads
+  // every other's memory.
   std::vector<uint8_t*> bases(static_cast<size_t>(n));
-  bool mapped = true;
+  bool mapped = true, cma_all = true;
   for (int k = 0; k < n; ++k) {
     auto r = g[static_cast<size_t>(k)];
     if (r == rank_) {
@@ -89,21 +117,30 @@ expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
       mapped = false;
     else
       bases[static_cast<size_t>(k)] = a.base.get();
+    cma_all = cma_all && peer_cma_[static_cast<size_t>(r)].read_pid != 0;
   }
+  static const uint64_t cma_max_bytes = [] { // as for sends by address (comm_send.cpp)
+    auto* v = std::getenv("MONKEY_DP_CMA_MAX_MB");
+    return (v ? std::strtoull(v, nullptr, 10) : 32) << 20;
+  }();
+  cma_all = cma_all && buf.bytes() <= cma_max_bytes;
   uint64_t group = 14695981039346656037ull; // FNV-1a over the members in ring order
   for (auto r : g)
     for (int b = 0; b < 4; ++b)
       group = (group ^ ((static_cast<uint32_t>(r) >> (8 * b)) & 0xFF)) * 1099511628211ull;
   auto& mine = *arena_->slot(rank_);
   const uint64_t bytes = buf.bytes();
-  auto offset = buf.empty() || !mapped ? not_registered : arena_->offset_of(buf.data(), bytes);
+  auto offset = buf.empty() ? not_registered : arena_->offset_of(buf.data(), bytes);
+  const bool direct = mapped && !buf.empty() && (offset != not_registered || cma_all);
   mine.offset = offset;
+  mine.address = reinterpret_cast<uint64_t>(buf.data());
   mine.count = buf.count();
-  mine.type = static_cast<uint32_t>(buf.type());
+  mine.type = static_cast<uint16_t>(buf.type());
+  mine.flags = static_cast<uint16_t>((direct ? slot_direct : 0) | (cma_all ? slot_cma : 0));
   mine.readers_done.store(uint64_t{tag} << 32, std::memory_order_relaxed);
   mine.group.store(group, std::memory_order_relaxed);
   publish(mine, tag, 1);
-  if (offset == not_registered)
+  if (!direct)
     return false; // (the others see it and take the ring too)
 
   // How long a waiter polls before it sleeps (futex.hpp): with 2000 rounds 4 of 20 runs of
@@ -152,38 +189,61 @@ expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
         + std::to_string(tag) + ")");
   };
 
-  std::vector<uint8_t*> at(static_cast<size_t>(n));
+  // Where each member's tensor lies: in its arena as mapped here, or (not registered) at its
+  // address in its process, read by CMA. Every member decides alike from the same slots: in
+  // place when every one goes on (slot_direct) and every tensor is registered or every
+  // member reads the others' memory.
+  std::vector<source> at(static_cast<size_t>(n));
+  bool all_registered = offset != not_registered, all_cma = cma_all;
   for (int k = 0; k < n; ++k) {
     if (k == i) {
-      at[static_cast<size_t>(k)] = static_cast<uint8_t*>(buf.data());
+      at[static_cast<size_t>(k)].at = static_cast<uint8_t*>(buf.data());
       continue;
     }
     if (auto ok = wait_stage(k, 1); !ok)
       return failure{ok.error()};
     auto* s = slot_of(k);
     auto r = g[static_cast<size_t>(k)];
-    if (s->count != buf.count() || s->type != static_cast<uint32_t>(buf.type()))
+    if (s->count != buf.count() || s->type != static_cast<uint16_t>(buf.type()))
       return failure{"data plane: rank " + std::to_string(r) + " all-reduces "
                      + std::to_string(s->count) + " elements of "
                      + to_string(static_cast<dtype>(s->type)) + " where this one does "
                      + std::to_string(buf.count()) + " of " + to_string(buf.type())
                      + ": every member must call the same collectives in the same order"};
-    if (s->offset == not_registered)
+    if (!(s->flags & slot_direct))
       return false;
+    all_cma = all_cma && (s->flags & slot_cma);
+    auto& src = at[static_cast<size_t>(k)];
+    if (s->offset == not_registered) {
+      all_registered = false;
+      src.pid = peer_cma_[static_cast<size_t>(r)].read_pid;
+      src.addr = s->address;
+      continue;
+    }
     auto limit = peer_arenas_[static_cast<size_t>(r)].bytes;
     if (s->offset < arena_slot_bytes || s->offset > limit || bytes > limit - s->offset)
       return failure{"data plane: rank " + std::to_string(r)
                      + " names a buffer outside its arena"};
-    at[static_cast<size_t>(k)] = bases[static_cast<size_t>(k)] + s->offset;
+    src.at = bases[static_cast<size_t>(k)] + s->offset;
   }
+  if (!all_registered && !all_cma)
+    return false;
+  auto read_failed = [&](int k, const status& why) {
+    return failure{"data plane: reading rank " + std::to_string(g[static_cast<size_t>(k)])
+                   + "'s tensor in the all-reduce (tag " + std::to_string(tag) + "): "
+                   + why.error()};
+  };
 
   // Chunk i: the others' in the ring's order from member i + 1, then this member's.
   const auto t = buf.type();
   const uint64_t esz = dtype_size(t);
   auto c = ring_chunk(buf.count(), n, i);
-  auto* own = at[static_cast<size_t>(i)] + c.first * esz;
+  auto* own = static_cast<uint8_t*>(buf.data()) + c.first * esz;
+  std::vector<uint8_t> scratch;
   if (n == 2) {
-    add_elems(t, own, at[static_cast<size_t>((i + 1) % n)] + c.first * esz, c.count);
+    int k = (i + 1) % n;
+    if (auto ok = at[static_cast<size_t>(k)].add(c.first * esz, t, own, c.count, scratch); !ok)
+      return read_failed(k, ok);
   } else {
     const uint64_t piece = std::max<uint64_t>((32 << 10) / esz, 1);
     std::vector<uint64_t> acc_mem((piece * esz + 7) / 8);
@@ -191,9 +251,14 @@ expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
     for (uint64_t o = 0; o < c.count; o += piece) {
       auto len = std::min(piece, c.count - o);
       auto from = (c.first + o) * esz;
-      std::memcpy(acc, at[static_cast<size_t>((i + 1) % n)] + from, len * esz);
-      for (int k = 2; k < n; ++k)
-        add_elems(t, acc, at[static_cast<size_t>((i + k) % n)] + from, len);
+      int k = (i + 1) % n;
+      if (auto ok = at[static_cast<size_t>(k)].read(from, acc, len * esz); !ok)
+        return read_failed(k, ok);
+      for (int d = 2; d < n; ++d) {
+        k = (i + d) % n;
+        if (auto ok = at[static_cast<size_t>(k)].add(from, t, acc, len, scratch); !ok)
+          return read_failed(k, ok);
+      }
       add_elems(t, own + o * esz, acc, len);
     }
   }
@@ -208,8 +273,10 @@ expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
       return failure{ok.error()};
     auto ck = ring_chunk(buf.count(), n, k);
     if (ck.count > 0)
-      std::memcpy(at[static_cast<size_t>(i)] + ck.first * esz,
-                  at[static_cast<size_t>(k)] + ck.first * esz, ck.count * esz);
+      if (auto ok = at[static_cast<size_t>(k)].read(
+            ck.first * esz, static_cast<uint8_t*>(buf.data()) + ck.first * esz, ck.count * esz);
+          !ok)
+        return read_failed(k, ok);
   }
   for (int d = 1; d < n; ++d) {
     auto* s = slot_of((i + d) % n);

@@ -4,19 +4,17 @@
 // this process's arena goes by reference (frame.hpp, frame_by_ref), and another large one to
 // a rank that reads this process's memory by address (frame_by_addr), each completed by the
 // receiver's acknowledgement.
-#include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <sys/uio.h>
-#include <unistd.h>
 
 #include "runtime/dataplane/arena.hpp"
+#include "runtime/dataplane/cma.hpp"
 #include "runtime/dataplane/comm_peer.hpp"
-#include "runtime/dataplane/reduce.hpp"
 
 namespace monkey::dp {
+
+static_assert(communicator::same_process == cma::same_process, "one value names this process");
 
 void communicator::send(int32_t to, uint32_t tag, buffer buf, completion done) {
   if (to == rank_)
@@ -80,47 +78,15 @@ bool communicator::by_address(int32_t to, const buffer& buf) const {
 status communicator::read_by_addr(peer& p, const frame_header& h, uint64_t addr, void* into,
                                   bool add) {
   const auto pid = peer_cma_[static_cast<size_t>(p.rank)].read_pid;
-  const uint64_t bytes = h.data_bytes();
-  auto* to = static_cast<uint8_t*>(into);
-  if (pid == same_process) {
-    const auto* from = reinterpret_cast<const uint8_t*>(addr);
-    if (add)
-      add_elems(h.type, to, from, h.count);
-    else
-      std::memcpy(to, from, bytes);
-    return {};
-  }
-  // One kernel copy (a partial read goes on where it stopped). Added: piece by piece through
-  // a scratch buffer that stays in the cache.
-  auto read = [&](uint64_t from, uint8_t* dst, uint64_t n) -> status {
-    while (n > 0) {
-      iovec local{dst, n};
-      iovec remote{reinterpret_cast<void*>(from), n};
-      auto got = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
-      if (got <= 0)
-        return failure{"data plane: reading the tensor rank " + std::to_string(p.rank)
-                       + " sent by address (tag " + std::to_string(h.tag) + ", "
-                       + std::to_string(bytes) + " bytes) from its memory: "
-                       + (got == 0 ? std::string("nothing read") : std::strerror(errno))};
-      from += static_cast<uint64_t>(got);
-      dst += got;
-      n -= static_cast<uint64_t>(got);
-    }
-    return {};
-  };
-  if (!add)
-    return read(addr, to, bytes);
-  constexpr uint64_t piece = 64 << 10; // a multiple of every element size
-  if (p.scratch.size() < piece)
-    p.scratch.resize(piece);
-  for (uint64_t off = 0; off < bytes; off += piece) {
-    auto n = std::min(piece, bytes - off);
-    if (auto ok = read(addr + off, p.scratch.data(), n); !ok)
-      return ok;
-    add_elems(h.type, to + off, p.scratch.data(), n / dtype_size(h.type));
-  }
+  auto ok = add ? cma::add(pid, addr, h.type, into, h.count, p.scratch)
+                : cma::read(pid, addr, into, h.data_bytes());
+  if (!ok)
+    return failure{"data plane: reading the tensor rank " + std::to_string(p.rank)
+                   + " sent by address (tag " + std::to_string(h.tag) + ", "
+                   + std::to_string(h.data_bytes()) + " bytes) from its memory: " + ok.error()};
   return {};
 }
+
 
 uint64_t communicator::ref_offset(int32_t to, const buffer& buf) const {
   static const uint64_t min_bytes = [] {

@@ -70,8 +70,9 @@ def signal_rank_one(procs, sig, what):
 def collectives_equal_the_reference(c):
     """Every transport, 2/3/4 ranks, sizes 1 .. 1M+3 elements; 64 MB on 2 and 4 ranks. Over
     shm the point-to-point sends of 256 KB and 4 MB (and broadcasts' segments) go by address
-    (the receiver reads the sender's memory: process_vm_readv), 64 MB through the ring; with
-    MONKEY_DP_CMA=0 none does, and the bytes are the same."""
+    (the receiver reads the sender's memory: process_vm_readv) and the all-reduces up to 32 MB
+    in place (each member reads the others' tensors by CMA), 64 MB through the rings; with
+    MONKEY_DP_CMA=0 everything takes the rings, and the bytes are the same."""
     before = shm_entries()
     for transport in ("shm", "tcp", "shm-no-cma"):
         for world in (2, 3, 4) if transport != "shm-no-cma" else (3,):
@@ -94,21 +95,35 @@ def collectives_equal_the_reference(c):
                 else:
                     check(addr[0] == 0, f"{transport} world {world} rank {r}: {addr[0]} sends by "
                           "address")
+                # Over shm the all-reduces up to 32 MB read the others' tensors in place (by
+                # CMA: they are not registered); 64 MB takes the ring, as everything does
+                # without CMA and over TCP. Sum and mean of each size, and the group of
+                # ranks 1.. when world >= 3.
+                done = [int(l.split(":")[1]) for l in out.splitlines()
+                        if l.startswith("in-place all-reduces:")]
+                in_place = len([n for n in sizes.split(",") if int(n) * 4 <= 32 << 20])
+                want = in_place * (3 if world >= 3 and r > 0 else 2) if transport == "shm" else 0
+                check(done == [want], f"{transport} world {world} rank {r}: {done} in place, "
+                      f"not {want}")
     check(shm_entries() == before, f"/dev/shm unchanged: {shm_entries() - before}")
 
 
 def killed_rank_fails_the_others_at_once(c):
-    """kill -9 of rank 1 in the middle of a loop of 16 MB all-reduces, over shm, TCP and TLS:
-    ranks 0 and 2 get an error well within the detection time (no hang, no SIGPIPE death);
-    nothing left in /dev/shm."""
+    """kill -9 of rank 1 in the middle of a loop of 16 MB all-reduces, over shm (in place by
+    CMA, and through the rings), TCP and TLS: ranks 0 and 2 get an error well within the
+    detection time (no hang, no SIGPIPE death); nothing left in /dev/shm."""
     before = shm_entries()
     certs = os.path.join(c.home, "certs")
     c.monkey("certs", "--dir", certs)
-    for transport in ("shm", "tcp", "tls"):
+    for transport in ("shm", "shm-rings", "tcp", "tls"):
         extra = ["--tls-dir", certs] if transport == "tls" else []
-        procs = start_world(3, "--transport", "tcp" if transport == "tls" else transport,
+        # shm: the all-reduces read each other's tensors in place (CMA); shm-rings: without
+        # CMA, through the rings' lanes.
+        env = dict(os.environ, MONKEY_DP_CMA="0" if transport == "shm-rings" else "1")
+        over = {"tls": "tcp", "shm-rings": "shm"}.get(transport, transport)
+        procs = start_world(3, "--transport", over,
                             "--mode", "loop", "--iters", "0", "--sizes", "4194304",
-                            "--timeout-ms", "30000", *extra)
+                            "--timeout-ms", "30000", *extra, env=env)
         lines = {0: [], 1: [], 2: []}
         # Wait for a few iterations on every rank.
         deadline = time.time() + 60
@@ -137,11 +152,13 @@ def killed_rank_fails_the_others_at_once(c):
 
 
 def stopped_rank_times_out(c):
-    """SIGSTOP of rank 1: rank 0 and rank 2 fail with "timed out" after the transfer
-    timeout (2 s here), not before and not never."""
-    for transport in ("shm", "tcp"):
-        procs = start_world(3, "--transport", transport, "--mode", "loop", "--iters", "0",
-                            "--sizes", "262144", "--timeout-ms", "2000")
+    """SIGSTOP of rank 1 (over shm in place and through the rings, and TCP): rank 0 and
+    rank 2 fail with "timed out" after the transfer timeout (2 s here), not before and not
+    never."""
+    for transport in ("shm", "shm-rings", "tcp"):
+        env = dict(os.environ, MONKEY_DP_CMA="0" if transport == "shm-rings" else "1")
+        procs = start_world(3, "--transport", transport.split("-")[0], "--mode", "loop",
+                            "--iters", "0", "--sizes", "262144", "--timeout-ms", "2000", env=env)
         _, took, errors = signal_rank_one(procs, signal.SIGSTOP, transport)
         check("timed out" in errors, f"{transport}: a rank timed out: {errors}")
         check(1.5 < took < 20, f"{transport}: after the 2 s timeout ({took:.1f} s)")
@@ -151,14 +168,16 @@ def stopped_rank_times_out(c):
 def registered_buffers_in_place(c):
     """Tensors from the shared arena (--registered): 2, 3 and 4 ranks over shm all-reduce in
     place (the others' tensors read where they lie), every collective still equal to the
-    ring-order reference up to 64 MB; a group where only the odd ranks registered takes the
-    ring, with the same sums; kill -9 of a rank fails the others at once and SIGSTOP after the
+    ring-order reference up to 64 MB; a group where only the odd ranks registered reads the
+    others' tensors by CMA (in place too), and without CMA (MONKEY_DP_CMA=0) takes the ring,
+    with the same sums; kill -9 of a rank fails the others at once and SIGSTOP after the
     transfer timeout, as over the rings; nothing is left in /dev/shm."""
     before = shm_entries()
-    for world, reg in ((2, "all"), (3, "all"), (4, "all"), (3, "odd")):
+    for world, reg in ((2, "all"), (3, "all"), (4, "all"), (3, "odd"), (3, "odd-no-cma")):
         sizes = "1,2,7,1000,65537,1000003" + (",16777216" if world in (2, 4) else "")
+        env = dict(os.environ, MONKEY_DP_CMA="0" if reg == "odd-no-cma" else "1")
         outs = finish(start_world(world, "--transport", "shm", "--sizes", sizes,
-                                  "--registered", reg), 300)
+                                  "--registered", reg.split("-")[0], env=env), 300)
         for r, (rc, out) in enumerate(outs):
             check(rc == 0, f"world {world} {reg} rank {r} passed: rc {rc}\n{out[-2000:]}")
             check(out.count("ok rank") == len(sizes.split(",")),
@@ -166,18 +185,19 @@ def registered_buffers_in_place(c):
             done = [int(l.split(":")[1]) for l in out.splitlines()
                     if l.startswith("in-place all-reduces:")]
             check(len(done) == 1, f"rank {r} said how many went in place:\n{out[-500:]}")
-            if reg == "all":
-                # sum and mean of every size, and the group of ranks 1.. when world >= 3
+            if reg != "odd-no-cma":
+                # sum and mean of every size, and the group of ranks 1.. when world >= 3 (a
+                # mixed group too: the ranks read the tensors outside the arenas by CMA)
                 want = len(sizes.split(",")) * (3 if world >= 3 and r > 0 else 2)
-                check(done[0] == want, f"world {world} rank {r}: {done[0]} of {want} in place")
+                check(done[0] == want, f"world {world} {reg} rank {r}: {done[0]} of {want} in place")
             else:
-                check(done[0] == 0, f"a mixed group took the ring: rank {r} did {done[0]}")
+                check(done[0] == 0, f"a mixed group without CMA took the ring: rank {r} did {done[0]}")
             # Point-to-point sends of registered tensors from 64 KB up go by reference
             # (the bytes still equal what was sent: check mode compares them).
             refs = [int(l.split(":")[1]) for l in out.splitlines()
                     if l.startswith("by-reference sends:")]
             check(len(refs) == 1, f"rank {r} said how many it sent by reference:\n{out[-500:]}")
-            if reg == "all" or r % 2 == 1:
+            if reg == "all" or r % 2 == 1:  # (the others' go by address)
                 check(refs[0] >= 2, f"world {world} {reg} rank {r}: {refs[0]} sends by reference")
             else:
                 check(refs[0] == 0, f"rank {r} registered nothing: {refs[0]} by reference")

@@ -27,7 +27,8 @@ constexpr int32_t max_slot_ranks = 256;
 
 /// A rank's progress through its current all-reduce, in its own process's arena.
 struct alignas(64) call_slot {
-  /// (tag << 32) | stage: 1 entered (offset, count, type valid), 2 its chunk reduced.
+  /// (tag << 32) | stage: 1 entered (offset, count, type valid), 2 its chunk reduced, 3 it
+  /// reads no other member's tensor any more.
   std::atomic<uint64_t> state{0};
   /// The group's members in ring order, hashed: two groups' calls may share a tag.
   std::atomic<uint64_t> group{0};

@@ -15,8 +15,11 @@
 //     mean, and says so (stage 2);
 //   - copies each other member's finished chunk from that member's tensor once it says so,
 //     then adds one to every other member's readers_done (it reads their tensors no more);
-//   - returns when its own readers_done counts every other member (nobody reads its tensor
-//     any more; the count is reset on entry, before stage 1 shows).
+//   - says so (stage 3), and returns when its own readers_done counts every other member
+//     (nobody reads its tensor any more; the count is reset on entry, before stage 1 shows).
+// While it waits it checks that the members it still needs are alive: the one whose stage it
+// waits for, or, for its readers_done, those that have not reached stage 3 (a member that
+// did may have returned and ended its process).
 // A member's chunk is overwritten (stage 2 of the others) only after it was read: member c
 // finishes chunk c only after it has read everyone's chunk c, and a member's own chunk c
 // changes only when it copies c's finished one.
@@ -149,8 +152,10 @@ expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
   const int spin_rounds = poll_rounds(n, 200);
   auto slot_of = [&](int k) { return slot_at(bases[static_cast<size_t>(k)], g[static_cast<size_t>(k)]); };
   // Waits until `ready()`, watching slot `s`'s futex: spins, then sleeps; fails when a member
-  // is gone or nothing happened for the transfer timeout (`what` names what was awaited).
-  auto wait_until = [&](call_slot* s, auto ready, const std::string& what) -> status {
+  // it still needs (`needed(k)`) is gone, or nothing happened for the transfer timeout (`what`
+  // names what was awaited). A member that finished its part may have ended its process.
+  auto wait_until = [&](call_slot* s, auto ready, const std::string& what,
+                        auto needed) -> status {
     for (int spin = 0; spin < spin_rounds; ++spin) {
       if (ready())
         return {};
@@ -166,9 +171,9 @@ expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
       s->waiters.fetch_sub(1, std::memory_order_seq_cst);
       if (now || ready())
         return {};
-      for (auto r : g)
-        if (r != rank_)
-          if (auto ok = peer_alive(r); !ok)
+      for (int k = 0; k < n; ++k)
+        if (k != i && needed(k))
+          if (auto ok = peer_alive(g[static_cast<size_t>(k)]); !ok)
             return ok;
       if (clock::now() - since > opts_.timeout)
         return failure{"data plane: " + what + " within "
@@ -186,7 +191,10 @@ expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
       },
       "rank " + std::to_string(g[static_cast<size_t>(k)]) + " did not "
         + (stage == 1 ? "enter" : "finish its chunk of") + " the all-reduce (tag "
-        + std::to_string(tag) + ")");
+        + std::to_string(tag) + ")",
+      // (a member it waits on fails its call when one it needs is gone, and its failure
+      // closes its links to the group)
+      [k](int m) { return m == k; });
   };
 
   // Where each member's tensor lies: in its arena as mapped here, or (not registered) at its
@@ -286,12 +294,20 @@ expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
       ;
     notify(s->seq, s->waiters);
   }
+  // Stage 3: this member reads no tensor any more (it counted in every other's readers_done);
+  // its process may end once the others finished reading its tensor.
+  publish(mine, tag, 3);
   const auto others = static_cast<uint32_t>(n - 1);
   if (auto ok = wait_until(
         &mine,
         [&] { return (mine.readers_done.load(std::memory_order_acquire) & 0xFFFFFFFFu) >= others; },
         "the other members did not finish reading this rank's tensor in the all-reduce (tag "
-          + std::to_string(tag) + ")");
+          + std::to_string(tag) + ")",
+        [&](int k) {
+          auto* s = slot_of(k);
+          return !(reached(s->state.load(std::memory_order_acquire), tag, 3)
+                   && s->group.load(std::memory_order_relaxed) == group);
+        });
       !ok)
     return failure{ok.error()};
   in_place_.fetch_add(1);

@@ -3,7 +3,9 @@
 // run: the TCP link (frames with a header, keyed connection, vectored writes) against a
 // plain socket pair moving the same bytes with send/recv, both over loopback. For each size,
 // the bandwidth of ROUNDS one-way transfers acknowledged by one byte, and the round-trip
-// latency of an 8-byte message (median). Prints one line per size and one JSON line.
+// latency of an 8-byte message (median); and the kernel's bound on a 2-rank all-reduce of
+// that size over loopback TCP (plain sockets sending it both ways at once). Prints lines per
+// size and one JSON line.
 //   dp_p2p [ROUNDS] [SIZES_BYTES...]    (default: 50 8 4194304 67108864)
 #include <algorithm>
 #include <arpa/inet.h>
@@ -12,6 +14,7 @@
 #include <cstdlib>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <string>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -90,6 +93,78 @@ double plain(size_t bytes, int rounds) {
   return s;
 }
 
+/// The kernel's bound on a 2-rank all-reduce of `bytes` over loopback TCP: both processes
+/// send `bytes` to each other at once over a plain socket pair (non-blocking, 1 MB writes,
+/// poll() when stuck), what each member of the ring does over its two steps (half of it in
+/// the reduce-scatter, half in the allgather), and OpenMPI's exchange too. The median
+/// seconds of an exchange.
+double exchange(size_t bytes, int rounds) {
+  int l = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  ::listen(l, 1);
+  socklen_t len = sizeof(a);
+  ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len);
+  std::vector<char> out(std::max<size_t>(bytes, 1), 'x'), in(out.size());
+  auto run = [&](int fd, bool timed) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    std::vector<double> t;
+    for (int r = 0; r < rounds; ++r) {
+      char sync = 0; // both start together: a byte each way
+      full_send(fd, &sync, 1);
+      full_recv(fd, &sync, 1);
+      auto t0 = clock_type::now();
+      size_t sent = 0, got = 0;
+      while (sent < bytes || got < bytes) {
+        bool moved = false;
+        if (sent < bytes) {
+          auto w = ::send(fd, out.data() + sent, std::min<size_t>(bytes - sent, 1 << 20),
+                          MSG_NOSIGNAL | MSG_DONTWAIT);
+          if (w > 0) {
+            sent += static_cast<size_t>(w);
+            moved = true;
+          }
+        }
+        if (got < bytes) {
+          auto g = ::recv(fd, in.data() + got, bytes - got, MSG_DONTWAIT);
+          if (g == 0)
+            return t;
+          if (g > 0) {
+            got += static_cast<size_t>(g);
+            moved = true;
+          }
+        }
+        if (!moved) {
+          pollfd p{fd, static_cast<short>((got < bytes ? POLLIN : 0) | (sent < bytes ? POLLOUT : 0)), 0};
+          ::poll(&p, 1, 100);
+        }
+      }
+      if (timed)
+        t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
+    }
+    return t;
+  };
+  pid_t child = ::fork();
+  if (child == 0) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    run(fd, false);
+    _exit(0);
+  }
+  int fd = ::accept(l, nullptr, nullptr);
+  auto t = run(fd, true);
+  ::close(fd);
+  ::close(l);
+  ::waitpid(child, nullptr, 0);
+  if (t.empty())
+    return 0;
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 /// The data plane's TCP link: frames of float32, the same bytes.
 double link(size_t bytes, int rounds) {
   auto listener = dp::tcp_listener::listen("127.0.0.1");
@@ -149,9 +224,17 @@ int main(int argc, char** argv) {
       std::printf("%9zu B: plain socket %7.2f GB/s | data plane link %7.2f GB/s (%.2fx the socket)\n",
                   bytes, bytes / p / 1e9, bytes / l / 1e9, p / l);
     }
-    char buf[256];
-    std::snprintf(buf, sizeof(buf), "%s{\"bytes\": %zu, \"plain_s\": %.9f, \"link_s\": %.9f}",
-                  json.size() > 1 ? ", " : "", bytes, p, l);
+    double x = 0;
+    if (bytes > 64) {
+      x = exchange(bytes, r);
+      std::printf("%9zu B: both ways at once over plain sockets %.0f us: a 2-rank TCP "
+                  "all-reduce of it (each member sends and receives it all) at most %.2f GB/s\n",
+                  bytes, x * 1e6, x > 0 ? bytes / x / 1e9 : 0.0);
+    }
+    char buf[320];
+    std::snprintf(buf, sizeof(buf),
+                  "%s{\"bytes\": %zu, \"plain_s\": %.9f, \"link_s\": %.9f, \"exchange_s\": %.9f}",
+                  json.size() > 1 ? ", " : "", bytes, p, l, x);
     json += buf;
   }
   std::printf("%s]\n", json.c_str());

@@ -52,16 +52,22 @@ bool full_send(int fd, const char* p, size_t n) {
   return true;
 }
 
-/// Plain socket: a listener on loopback, the child connects; returns the seconds per round.
-double plain(size_t bytes, int rounds) {
+/// A listening socket on loopback, at `a`.
+int listen_loopback(sockaddr_in& a) {
   int l = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a));
   ::listen(l, 1);
   socklen_t len = sizeof(a);
   ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len);
+  return l;
+}
+
+/// Plain socket: a listener on loopback, the child connects; returns the seconds per round.
+double plain(size_t bytes, int rounds) {
+  sockaddr_in a{};
+  int l = listen_loopback(a);
   std::vector<char> buf(std::max<size_t>(bytes, 1), 'x');
   pid_t child = ::fork();
   if (child == 0) {
@@ -99,14 +105,8 @@ double plain(size_t bytes, int rounds) {
 /// the reduce-scatter, half in the allgather), and OpenMPI's exchange too. The median
 /// seconds of an exchange.
 double exchange(size_t bytes, int rounds) {
-  int l = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  ::listen(l, 1);
-  socklen_t len = sizeof(a);
-  ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len);
+  int l = listen_loopback(a);
   std::vector<char> out(std::max<size_t>(bytes, 1), 'x'), in(out.size());
   auto run = [&](int fd, bool timed) {
     int one = 1;

@@ -32,29 +32,56 @@ bool same_bytes(const buffer& a, const buffer& b) {
   return a.bytes() == b.bytes() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
 }
 
+/// Two meshes of one process joined over shm (they read each other's memory: their probe
+/// passes), ranks {0, 2} and {1}; the communicators by rank.
+struct two_meshes {
+  std::unique_ptr<mesh> a, b;
+  communicator* c[3] = {nullptr, nullptr, nullptr};
+  two_meshes() {
+    mesh_options o;
+    o.key = "the-key";
+    o.transport = "shm";
+    o.timeout = std::chrono::seconds(3);
+    o.connect_timeout = std::chrono::seconds(5);
+    o.ring_bytes = 1 << 16;
+    auto m0 = mesh::create(3, {0, 2}, o);
+    auto m1 = mesh::create(3, {1}, o);
+    REQUIRE(m0);
+    REQUIRE(m1);
+    a = std::move(*m0);
+    b = std::move(*m1);
+    std::vector<std::string> eps{a->endpoint(), b->endpoint()};
+    auto joined = std::async(std::launch::async, [&] { return b->connect(eps); });
+    REQUIRE(a->connect(eps));
+    REQUIRE(joined.get());
+    c[0] = a->comm(0);
+    c[1] = b->comm(1);
+    c[2] = a->comm(2);
+  }
+  /// Every rank all-reduces its own tensor at once.
+  std::vector<status> allreduce(std::vector<buffer>& t, reduce_op op) {
+    std::vector<std::future<status>> fs;
+    for (int r = 0; r < 3; ++r)
+      fs.push_back(std::async(std::launch::async, [this, &t, op, r] {
+        return c[r]->wait([&](completion d) { c[r]->allreduce(t[static_cast<size_t>(r)], op, {}, d); });
+      }));
+    std::vector<status> out;
+    for (auto& f : fs)
+      out.push_back(f.get());
+    return out;
+  }
+};
+
 } // namespace
 
 TEST_CASE("sends by address: read once from the sender's memory (a kernel copy between meshes, "
           "memcpy between ranks of one), equal to what was sent; small and huge tensors go "
           "inline",
           "[runtime][dataplane]") {
-  mesh_options o;
-  o.key = "the-key";
-  o.transport = "shm";
-  o.timeout = std::chrono::seconds(5);
-  o.connect_timeout = std::chrono::seconds(5);
-  o.ring_bytes = 1 << 16;
-  auto m0 = mesh::create(3, {0, 2}, o);
-  auto m1 = mesh::create(3, {1}, o);
-  REQUIRE(m0);
-  REQUIRE(m1);
-  std::vector<std::string> eps{(*m0)->endpoint(), (*m1)->endpoint()};
-  auto joined = std::async(std::launch::async, [&] { return (*m1)->connect(eps); });
-  REQUIRE((*m0)->connect(eps));
-  REQUIRE(joined.get());
-  auto& c0 = *(*m0)->comm(0);
-  auto& c1 = *(*m1)->comm(1);
-  auto& c2 = *(*m0)->comm(2);
+  two_meshes w;
+  auto& c0 = *w.c[0];
+  auto& c1 = *w.c[1];
+  auto& c2 = *w.c[2];
   REQUIRE(c0.transport(1) == "shm");
   REQUIRE(c0.transport(2) == "local");
 
@@ -155,49 +182,6 @@ TEST_CASE("a send by address that cannot be read fails the send and the receive,
   CHECK(s.by_addr_sends() == 1);
 }
 
-namespace {
-
-/// Two meshes of one process joined over shm (they read each other's memory: their probe
-/// passes), ranks {0, 2} and {1}; the communicators by rank.
-struct two_meshes {
-  std::unique_ptr<mesh> a, b;
-  communicator* c[3] = {nullptr, nullptr, nullptr};
-  two_meshes() {
-    mesh_options o;
-    o.key = "the-key";
-    o.transport = "shm";
-    o.timeout = std::chrono::seconds(3);
-    o.connect_timeout = std::chrono::seconds(5);
-    o.ring_bytes = 1 << 16;
-    auto m0 = mesh::create(3, {0, 2}, o);
-    auto m1 = mesh::create(3, {1}, o);
-    REQUIRE(m0);
-    REQUIRE(m1);
-    a = std::move(*m0);
-    b = std::move(*m1);
-    std::vector<std::string> eps{a->endpoint(), b->endpoint()};
-    auto joined = std::async(std::launch::async, [&] { return b->connect(eps); });
-    REQUIRE(a->connect(eps));
-    REQUIRE(joined.get());
-    c[0] = a->comm(0);
-    c[1] = b->comm(1);
-    c[2] = a->comm(2);
-  }
-  /// Every rank all-reduces its own tensor at once.
-  std::vector<status> allreduce(std::vector<buffer>& t, reduce_op op) {
-    std::vector<std::future<status>> fs;
-    for (int r = 0; r < 3; ++r)
-      fs.push_back(std::async(std::launch::async, [this, &t, op, r] {
-        return c[r]->wait([&](completion d) { c[r]->allreduce(t[static_cast<size_t>(r)], op, {}, d); });
-      }));
-    std::vector<status> out;
-    for (auto& f : fs)
-      out.push_back(f.get());
-    return out;
-  }
-};
-
-} // namespace
 
 TEST_CASE("the all-reduce of tensors outside the arenas reads them in place by CMA, bit for "
           "bit as the ring, heap and registered tensors mixed",

@@ -199,7 +199,7 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
         continue;
       uint32_t from = 0, to = 0;
       std::unique_ptr<channel> ch;
-      peer_memory peer_arena;
+      peer_memory peer_mem;
       std::string why;
       if (fds[0].revents & POLLIN) {
         auto l = tcp_.accept(opts_.key, opts_.timeout);
@@ -249,7 +249,7 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
           from = a->from;
           to = a->to;
           ch = std::move(a->ch);
-          peer_arena = std::move(a->arena);
+          peer_mem = std::move(a->arena);
         } else {
           why = a.error();
         }
@@ -267,9 +267,9 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
         continue;
       }
       c->attach(static_cast<int32_t>(from), std::move(ch));
-      if (peer_arena.base)
-        c->set_peer_arena(static_cast<int32_t>(from), peer_arena.base, peer_arena.bytes);
-      c->set_peer_cma(static_cast<int32_t>(from), peer_arena.read_pid, peer_arena.reads_me);
+      if (peer_mem.base)
+        c->set_peer_arena(static_cast<int32_t>(from), peer_mem.base, peer_mem.bytes);
+      c->set_peer_cma(static_cast<int32_t>(from), peer_mem.read_pid, peer_mem.reads_me);
       ++got;
     }
   });
@@ -282,16 +282,16 @@ status mesh::connect(const std::vector<std::string>& endpoints) {
       auto& e = where[p];
       auto left = std::max<milliseconds>(left_ms(), milliseconds(1));
       if (use_shm(e)) {
-        peer_memory peer_arena;
+        peer_memory peer_mem;
         auto ch = dial_shm(e.unix_name, opts_.key, static_cast<uint32_t>(r), static_cast<uint32_t>(p),
-                           std::min(left, opts_.timeout), opts_.timeout, arena_fd, &peer_arena);
+                           std::min(left, opts_.timeout), opts_.timeout, arena_fd, &peer_mem);
         if (!ch) {
           dial_error = "rank " + std::to_string(r) + " to rank " + std::to_string(p) + ": " + ch.error();
         } else {
           comms_.at(r)->attach(p, std::move(*ch));
-          if (peer_arena.base)
-            comms_.at(r)->set_peer_arena(p, peer_arena.base, peer_arena.bytes);
-          comms_.at(r)->set_peer_cma(p, peer_arena.read_pid, peer_arena.reads_me);
+          if (peer_mem.base)
+            comms_.at(r)->set_peer_arena(p, peer_mem.base, peer_mem.bytes);
+          comms_.at(r)->set_peer_cma(p, peer_mem.read_pid, peer_mem.reads_me);
         }
       } else {
         auto l = tcp_link::dial(e.tcp, opts_.key, static_cast<uint32_t>(r), static_cast<uint32_t>(p),

@@ -733,15 +733,27 @@ private:
       return false;
     }
     std::map<std::string, int> kinds;
+    int shm = 0, single_copy = 0; // shm links, and those read both ways by CMA
     for (auto r : ranks_)
       for (int32_t p = 0; p < st_->world; ++p)
-        if (auto t = plane->comm(r)->transport(p); !t.empty())
+        if (auto t = plane->comm(r)->transport(p); !t.empty()) {
           kinds[t] += 1;
+          shm += t == "shm";
+          single_copy += t == "shm" && plane->comm(r)->single_copy(p);
+        }
     std::string said;
     for (auto& [k, n] : kinds)
       said += (said.empty() ? "" : ", ") + std::to_string(n) + " " + k;
-    std::fprintf(stderr, "app host: data plane joined (%s links of %zu local ranks)\n",
-                 said.empty() ? "no" : said.c_str(), ranks_.size());
+    std::string cma;
+    if (shm > 0)
+      cma = single_copy == shm
+              ? "; single-copy reads (CMA) on every shm link"
+              : "; single-copy reads (CMA) on " + std::to_string(single_copy) + " of "
+                  + std::to_string(shm)
+                  + " shm links (the others refused it: Yama's ptrace_scope, another pid "
+                    "namespace or a seccomp filter; heap tensors take the rings there)";
+    std::fprintf(stderr, "app host: data plane joined (%s links of %zu local ranks%s)\n",
+                 said.empty() ? "no" : said.c_str(), ranks_.size(), cma.c_str());
     return true;
   }
 

@@ -84,6 +84,11 @@ TEST_CASE("sends by address: read once from the sender's memory (a kernel copy b
   auto& c2 = *w.c[2];
   REQUIRE(c0.transport(1) == "shm");
   REQUIRE(c0.transport(2) == "local");
+  CHECK(c0.single_copy(1)); // (the probe at set-up, both ways)
+  CHECK(c1.single_copy(0));
+  CHECK(c0.single_copy(2)); // (one process)
+  CHECK_FALSE(c0.single_copy(0));
+  CHECK_FALSE(c0.single_copy(7));
 
   const uint64_t n = 100003; // 400 KB: by address
   auto t = values(0, n, 1);

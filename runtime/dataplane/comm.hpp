@@ -136,6 +136,9 @@ public:
   /// MONKEY_DP_CMA_KB (64 KB) to MONKEY_DP_CMA_MAX_MB (32 MB), goes as its address, and
   /// `peer` copies it once.
   void set_peer_cma(int32_t peer, int32_t read_pid, bool reads_me);
+  /// Whether this rank and `peer` read each other's memory (sends by address both ways, and
+  /// all-reduces in place of heap tensors).
+  bool single_copy(int32_t peer) const;
   static constexpr int32_t same_process = -1; ///< cma::same_process
   /// `count` zeroed elements of `t` for collectives: in the shared arena when this rank has
   /// one with room, else on the heap. An all-reduce whose members all pass arena buffers

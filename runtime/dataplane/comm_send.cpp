@@ -59,6 +59,13 @@ void communicator::set_peer_cma(int32_t peer, int32_t read_pid, bool reads_me) {
     peer_cma_[static_cast<size_t>(peer)] = cma_view{read_pid, reads_me};
 }
 
+bool communicator::single_copy(int32_t peer) const {
+  if (peer < 0 || peer >= world_)
+    return false;
+  auto& v = peer_cma_[static_cast<size_t>(peer)];
+  return v.read_pid != 0 && v.reads_me;
+}
+
 bool communicator::by_address(int32_t to, const buffer& buf) const {
   // From 64 KB (smaller: a frame through the ring is as fast) to 32 MB: larger tensors move
   // faster through the ring, where both processes copy at once (two cores against one; 64 MB

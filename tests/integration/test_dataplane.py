@@ -264,7 +264,8 @@ def rank_logs(c, job, world=4):
 def app_allreduce_across_nodes(c):
     """The allreduce app through the SDK: 4 ranks on two nodes (two app hosts, two ranks
     each) all-reduce 200,000 floats per step; every sum is exact on every rank; the hosts
-    reach each other over shm, and over TCP when the job asks for it."""
+    reach each other over shm (reading each other's memory by CMA, as the host logs), and
+    over TCP when the job asks for it."""
     nodes_up(c, 2)
     for transport in ("auto", "tcp"):
         job = c.submit("--app", "allreduce", "--workers", "4", "--set", "elements=200000",
@@ -279,6 +280,11 @@ def app_allreduce_across_nodes(c):
         want = "over shm" if transport == "auto" else "over tcp"
         check(want in logs and "over local" in logs,
               f"{transport}: ranks of two hosts use {want}, ranks of one host local:\n{logs[-1500:]}")
+        if transport == "auto":
+            # The hosts (processes of one user on one machine) read each other's memory.
+            err = c.monkey("logs", job, "--err", check_rc=False).stdout
+            check("single-copy reads (CMA) on every shm link" in err,
+                  f"the app host said its shm links read by CMA:\n{err[-1200:]}")
 
 
 def app_allreduce_on_a_tls_cluster(c):

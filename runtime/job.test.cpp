@@ -105,7 +105,7 @@ TEST_CASE("placeholders substitute parameters only where written", "[runtime][jo
   CHECK(substitute_params(plain)->at(1) == "{x}"); // no parameters: nothing to substitute
 }
 
-TEST_CASE("names fill their placeholders; the retry backoff doubles up to its bound",
+TEST_CASE("names fill their placeholders, the retry backoff doubles up to its bound",
           "[runtime][job]") {
   auto s = command_spec();
   s.name = "sweep-lr{lr}-bs{bs}-{other}";
@@ -213,7 +213,7 @@ TEST_CASE("an app job's workers are a spec field with bounds", "[runtime][job]")
   CHECK(validate(cmd));
 }
 
-TEST_CASE("rank logs sit beside the attempt's log; rank lists read as ranges", "[runtime][job]") {
+TEST_CASE("rank logs sit beside the attempt's log, rank lists read as ranges", "[runtime][job]") {
   CHECK(rank_log_path("/d/logs/J/2.out", 3) == "/d/logs/J/2.rank-3.log");
   CHECK(rank_list_text({0, 1, 2, 3}) == "0-3");
   CHECK(rank_list_text({0, 2, 5, 6, 7}) == "0,2,5-7");

@@ -160,7 +160,7 @@ TEST_CASE("field values stay valid while a spec is read (fuzz finding)", "[runti
   CHECK(ok->tags == std::vector<std::string>{"x"});
 }
 
-TEST_CASE("retry backoffs: FIRST..MOST, FIRST alone, 0; bad ones named", "[runtime][spec]") {
+TEST_CASE("retry backoffs: FIRST..MOST, FIRST alone, 0, bad ones named", "[runtime][spec]") {
   auto b = parse_backoff("1s..1m");
   REQUIRE(b);
   CHECK(b->first == 1);

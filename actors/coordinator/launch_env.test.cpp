@@ -87,7 +87,7 @@ TEST_CASE("an app attempt starts the app's host with its ranks, its node and its
   CHECK(req.argv.front() == "monkey-app-hello");
 }
 
-TEST_CASE("an app's world counts its extra ranks; MONKEY_GFLOPS is the worker's device's "
+TEST_CASE("an app's world counts its extra ranks, MONKEY_GFLOPS is the worker's device's "
           "speed", "[coordinator][launch_env]") {
   job_record rec;
   rec.id = job_id::generate();

@@ -54,7 +54,7 @@ TEST_CASE("metric outbox: one batch in flight per holder, failures resent first"
   CHECK(box.dropped() == 0);
 }
 
-TEST_CASE("metric outbox: bounded per holder; a gone holder's points are dropped",
+TEST_CASE("metric outbox: bounded per holder, a gone holder's points are dropped",
           "[metric_outbox]") {
   metric_outbox box(10, 4);
   for (int i = 1; i <= 6; ++i)

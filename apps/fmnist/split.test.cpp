@@ -13,7 +13,7 @@ int sum(const std::vector<int>& v) {
 }
 } // namespace
 
-TEST_CASE("equal and proportional shares cover the batch; speeds set the proportion",
+TEST_CASE("equal and proportional shares cover the batch, speeds set the proportion",
           "[fmnist][split]") {
   CHECK(equal_shares(256, 3) == std::vector<int>{86, 85, 85});
   CHECK(proportional_shares(256, {1, 1}) == std::vector<int>{128, 128});
@@ -135,7 +135,7 @@ TEST_CASE("ps-async's split counts a step once every worker pushed it and change
   CHECK(run(3) == even);
 }
 
-TEST_CASE("parameter server shards cover the parameters once; colocated servers go round "
+TEST_CASE("parameter server shards cover the parameters once, colocated servers go round "
           "the workers, dedicated ones follow them", "[fmnist][split]") {
   ps_layout l;
   l.workers = 3;

@@ -75,8 +75,8 @@ struct two_meshes {
 } // namespace
 
 TEST_CASE("sends by address: read once from the sender's memory (a kernel copy between meshes, "
-          "memcpy between ranks of one), equal to what was sent; small and huge tensors go "
-          "inline",
+          "memcpy between ranks of one), equal to what was sent, and small and huge tensors "
+          "go inline",
           "[runtime][dataplane]") {
   two_meshes w;
   auto& c0 = *w.c[0];
@@ -176,15 +176,19 @@ TEST_CASE("a send by address that cannot be read fails the send and the receive,
   REQUIRE(s.start());
   REQUIRE(r.start());
   auto t = values(0, 1 << 16, 5);
-  auto got = std::async(std::launch::async, [&] {
-    return r.wait([&](completion d) { r.recv(0, 1, {}, d); });
-  });
+  bool posted_first = GENERATE(true, false);
+  std::future<status> got;
+  auto receive = [&] { return r.wait([&](completion d) { r.recv(0, 1, {}, d); }); };
+  if (posted_first)
+    got = std::async(std::launch::async, receive);
   auto sent = s.wait([&](completion d) { s.send(1, 1, t, d); });
-  auto st = got.get();
+  REQUIRE_FALSE(sent);
+  // Posted after the failure, the receive must not take the frame whose bytes failed.
+  auto st = posted_first ? got.get() : receive();
   REQUIRE_FALSE(st);
   CHECK_THAT(st.error(), Catch::Contains(want));
-  REQUIRE_FALSE(sent);
   CHECK(s.by_addr_sends() == 1);
+  CHECK(r.early_bytes() == 0);
 }
 
 

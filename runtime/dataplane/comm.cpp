@@ -299,8 +299,22 @@ void communicator::rx_loop(peer& p) {
     }
     if (early) {
       std::lock_guard<std::mutex> guard{p.m};
-      early->data = into;
-      early->complete = true;
+      if (ok) {
+        early->data = into;
+        early->complete = true;
+      } else {
+        // Its bytes failed: no later receive may take it (they get the link's failure).
+        auto it = p.unexpected.find(h->tag);
+        if (it != p.unexpected.end()) {
+          auto at = std::find(it->second.begin(), it->second.end(), early);
+          if (at != it->second.end()) {
+            it->second.erase(at);
+            early_bytes_ -= h->data_bytes();
+            if (it->second.empty())
+              p.unexpected.erase(it);
+          }
+        }
+      }
       if (early->waiter)
         match = std::move(early->waiter);
     }

@@ -168,7 +168,7 @@ std::vector<uint8_t> typed_ring_sum(const std::vector<buffer>& ins, const std::v
 
 } // namespace
 
-TEST_CASE("point-to-point: tags match sends to receives in any order; a receive sized wrong "
+TEST_CASE("point-to-point: tags match sends to receives in any order, a receive sized wrong "
           "is an error", "[runtime][dataplane]") {
   auto w = local_world(2);
   auto& a = *w[0];
@@ -211,7 +211,7 @@ TEST_CASE("point-to-point: tags match sends to receives in any order; a receive 
 }
 
 TEST_CASE("a rank sends to itself: copies matched by tag in order, before or after the "
-          "receive; a wrong size is an error; closing fails a waiting receive",
+          "receive, a wrong size is an error, closing fails a waiting receive",
           "[runtime][dataplane]") {
   auto w = local_world(2);
   auto& a = *w[0];
@@ -332,7 +332,7 @@ TEST_CASE("collectives in one process equal the ring-order reference bit for bit
   }
 }
 
-TEST_CASE("a collective over a subset of ranks; the others go on with point-to-point",
+TEST_CASE("a collective over a subset of ranks, the others go on with point-to-point",
           "[runtime][dataplane]") {
   auto w = local_world(5);
   std::vector<int32_t> group{4, 1, 3}; // any order: the ring follows it
@@ -380,7 +380,7 @@ struct local_two {
   }
 };
 
-TEST_CASE("a closed peer fails the waiting receive at once; a silent one after the timeout",
+TEST_CASE("a closed peer fails the waiting receive at once, a silent one after the timeout",
           "[runtime][dataplane]") {
   comm_options o;
   o.timeout = std::chrono::milliseconds(400);
@@ -399,7 +399,7 @@ TEST_CASE("a closed peer fails the waiting receive at once; a silent one after t
   b.close();
 }
 
-TEST_CASE("alive: ok for itself and a working peer; a closed peer and a rank out of range "
+TEST_CASE("alive: ok for itself and a working peer, a closed peer and a rank out of range "
           "say why",
           "[runtime][dataplane]") {
   comm_options o;
@@ -781,7 +781,7 @@ std::vector<std::unique_ptr<communicator>> registered_world(int n, std::shared_p
 } // namespace
 
 TEST_CASE("registered buffers: the all-reduce reads the others' tensors in place, bit for bit "
-          "the ring's sum for every type; a group with one heap buffer takes the ring",
+          "the ring's sum for every type, a group with one heap buffer takes the ring",
           "[runtime][dataplane]") {
   for (int n : {2, 3, 4, 5}) {
     std::shared_ptr<arena> a;
@@ -832,8 +832,8 @@ TEST_CASE("registered buffers: the all-reduce reads the others' tensors in place
   }
 }
 
-TEST_CASE("registered buffers: a group of some ranks in place while the others talk; members "
-          "that disagree on the size fail with the reason; a closed member fails the others",
+TEST_CASE("registered buffers: a group of some ranks in place while the others talk, members "
+          "that disagree on the size fail with the reason, a closed member fails the others",
           "[runtime][dataplane]") {
   std::shared_ptr<arena> a;
   auto w = registered_world(4, a);
@@ -882,7 +882,7 @@ TEST_CASE("registered buffers: a group of some ranks in place while the others t
 }
 
 TEST_CASE("registered tensors are sent by reference: one copy, done when the receiver has "
-          "copied it, posted before or after; small and heap tensors go inline",
+          "copied it, posted before or after, small and heap tensors go inline",
           "[runtime][dataplane]") {
   std::shared_ptr<arena> a;
   auto w = registered_world(2, a);
@@ -1002,7 +1002,7 @@ TEST_CASE("sends by reference fail instead of hanging: a receiver that does not 
   }
 }
 
-TEST_CASE("the arena: allocations are zeroed, aligned, given back and reused; a full arena "
+TEST_CASE("the arena: allocations are zeroed, aligned, given back and reused, a full arena "
           "says so and alloc falls back to the heap", "[runtime][dataplane]") {
   auto made = arena::create(arena_slot_bytes + (1 << 20));
   REQUIRE(made);

@@ -21,7 +21,7 @@ float as_float(uint32_t u) {
 
 } // namespace
 
-TEST_CASE("float16: every value survives the round trip; halfway cases round to even",
+TEST_CASE("float16: every value survives the round trip, halfway cases round to even",
           "[runtime][dataplane][reduce]") {
   size_t bad = 0;
   for (uint32_t h = 0; h < 0x10000; ++h) {
@@ -54,7 +54,7 @@ TEST_CASE("float16: every value survives the round trip; halfway cases round to 
   CHECK(f16_to_f32(0x0001) == std::ldexp(1.0f, -24));
 }
 
-TEST_CASE("bfloat16: every value survives the round trip; halfway cases round to even",
+TEST_CASE("bfloat16: every value survives the round trip, halfway cases round to even",
           "[runtime][dataplane][reduce]") {
   size_t bad = 0, wrong = 0;
   for (uint32_t h = 0; h < 0x10000; ++h) {
@@ -74,7 +74,7 @@ TEST_CASE("bfloat16: every value survives the round trip; halfway cases round to
   CHECK(std::isnan(bf16_to_f32(f32_to_bf16(std::nanf("")))));
 }
 
-TEST_CASE("add_elems adds every reducible type element by element; integers wrap",
+TEST_CASE("add_elems adds every reducible type element by element, integers wrap",
           "[runtime][dataplane][reduce]") {
   for (uint64_t n : {0ull, 1ull, 3ull, 4ull, 9ull, 1001ull}) {
     INFO("n = " << n);

@@ -153,7 +153,7 @@ TEST_CASE("metrics keep their last value per key", "[runtime][journal]") {
   CHECK((*j)->metrics(id, "loss", 100)->size() == 10);
 }
 
-TEST_CASE("a metric's history: count, first, min, max, last; last values of many jobs",
+TEST_CASE("a metric's history: count, first, min, max, last, last values of many jobs",
           "[runtime][journal]") {
   auto dir = temp_dir();
   auto j = journal::open(dir, nullptr);

@@ -202,7 +202,7 @@ TEST_CASE("an escalation restarts the failed supervisor under its parent",
   CHECK_THAT(render_tree(t), Catch::Contains("└── leaf"));
 }
 
-TEST_CASE("transient children restart only after abnormal exits; temporary never",
+TEST_CASE("transient children restart only after abnormal exits, temporary never",
           "[runtime][supervisor]") {
   fixture f;
   auto sup = f.start(restart_strategy::one_for_one,

@@ -339,7 +339,7 @@ parallel: 2
     CHECK(row.why == "stopped: the wall budget ran out");
 }
 
-TEST_CASE("stop_all stops every running trial; a grid ends when its points are done",
+TEST_CASE("stop_all stops every running trial, a grid ends when its points are done",
           "[sweep][runner]") {
   fake_cluster c;
   auto spec = spec_of(R"(

@@ -373,8 +373,8 @@ TEST_CASE("TPE on a known objective: it beats random search and its suggestions 
   CHECK(tpe_best[3] < random_best[3] / 2); // the medians
 }
 
-TEST_CASE("TPE: deterministic for a seed and an order of results; running trials count as "
-          "bad ones; its saved state goes on where it was", "[runtime][sweep]") {
+TEST_CASE("TPE: deterministic for a seed and an order of results, running trials count as "
+          "bad ones, its saved state goes on where it was", "[runtime][sweep]") {
   auto a = make_optimizer(tpe_spec(3)), b = make_optimizer(tpe_spec(3));
   auto [ab, aseen] = run_sequential(**a, 20);
   auto [bb, bseen] = run_sequential(**b, 20);

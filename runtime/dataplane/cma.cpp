@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <sys/uio.h>
@@ -10,6 +11,14 @@
 #include "runtime/dataplane/reduce.hpp"
 
 namespace monkey::dp::cma {
+
+uint64_t max_bytes() {
+  static const uint64_t most = [] {
+    auto* v = std::getenv("MONKEY_DP_CMA_MAX_MB");
+    return (v ? std::strtoull(v, nullptr, 10) : 32) << 20;
+  }();
+  return most;
+}
 
 status read(int32_t pid, uint64_t addr, void* dst, uint64_t n) {
   auto* to = static_cast<uint8_t*>(dst);

@@ -16,6 +16,11 @@ namespace monkey::dp::cma {
 /// The process id that names this process's own memory (a rank of the same process: memcpy).
 constexpr int32_t same_process = -1;
 
+/// The largest tensor read by CMA (MONKEY_DP_CMA_MAX_MB, 32 MB): larger ones move faster
+/// through the rings, where both processes copy at once. Sends by address and the all-reduce
+/// in place share it, so every member of a group decides alike.
+uint64_t max_bytes();
+
 /// Copies `n` bytes at `addr` in process `pid` to `dst` (a short read goes on where it
 /// stopped); the failure says why ("its process went away (process_vm_readv: No such
 /// process)").

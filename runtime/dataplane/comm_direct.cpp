@@ -122,11 +122,7 @@ expected<bool> communicator::direct_allreduce(buffer buf, reduce_op op,
       bases[static_cast<size_t>(k)] = a.base.get();
     cma_all = cma_all && peer_cma_[static_cast<size_t>(r)].read_pid != 0;
   }
-  static const uint64_t cma_max_bytes = [] { // as for sends by address (comm_send.cpp)
-    auto* v = std::getenv("MONKEY_DP_CMA_MAX_MB");
-    return (v ? std::strtoull(v, nullptr, 10) : 32) << 20;
-  }();
-  cma_all = cma_all && buf.bytes() <= cma_max_bytes;
+  cma_all = cma_all && buf.bytes() <= cma::max_bytes();
   uint64_t group = 14695981039346656037ull; // FNV-1a over the members in ring order
   for (auto r : g)
     for (int b = 0; b < 4; ++b)

@@ -74,12 +74,8 @@ bool communicator::by_address(int32_t to, const buffer& buf) const {
     auto* v = std::getenv("MONKEY_DP_CMA_KB");
     return (v ? std::strtoull(v, nullptr, 10) : 64) << 10;
   }();
-  static const uint64_t max_bytes = [] {
-    auto* v = std::getenv("MONKEY_DP_CMA_MAX_MB");
-    return (v ? std::strtoull(v, nullptr, 10) : 32) << 20;
-  }();
   return peer_cma_[static_cast<size_t>(to)].reads_me && buf.bytes() >= min_bytes
-         && buf.bytes() <= max_bytes;
+         && buf.bytes() <= cma::max_bytes();
 }
 
 status communicator::read_by_addr(peer& p, const frame_header& h, uint64_t addr, void* into,

@@ -36,7 +36,7 @@
 
 namespace monkey {
 
-constexpr const char* checkpoints_name = "checkpoints";
+constexpr char checkpoints_name[] = "checkpoints";
 
 namespace atoms {
 using ckpt_save = caf::atom_constant<caf::atom("m_cksave")>;

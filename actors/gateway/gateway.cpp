@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "actors/gateway/gateway.hpp"
 
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -43,7 +44,8 @@ struct gateway_state {
 using gateway_actor = caf::stateful_actor<gateway_state>;
 
 caf::actor lookup(caf::local_actor* self, const char* name) {
-  return caf::actor_cast<caf::actor>(self->system().registry().get(caf::atom_from_string(name)));
+  return caf::actor_cast<caf::actor>(self->system().registry().get(
+    caf::atom_from_string(caf::string_view{name, std::strlen(name)}))); // clang: see register_as
 }
 
 std::string key_of(const gateway_state& st, const challenge& c) {

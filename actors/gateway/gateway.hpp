@@ -21,7 +21,7 @@
 namespace monkey {
 
 /// Registry name (atom) of the node's root supervisor, and the paths of its actors.
-constexpr const char* root_supervisor_name = "node_sup";
+constexpr char root_supervisor_name[] = "node_sup";
 constexpr const char* coordinator_path = "core/coordinator";
 constexpr const char* router_path = "core/router";
 constexpr const char* tasks_path = "core/tasks";

@@ -22,7 +22,7 @@
 
 namespace monkey {
 
-constexpr const char* membership_name = "membership";
+constexpr char membership_name[] = "membership";
 
 struct membership_config {
   member self;                    ///< node, address, incarnation, pid, devices

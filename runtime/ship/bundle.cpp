@@ -138,23 +138,6 @@ std::string human_bytes(uint64_t n) {
   return buf;
 }
 
-bool safe_path(const std::string& rel) {
-  if (rel.empty() || rel.front() == '/' || rel.back() == '/'
-      || rel.find('\0') != std::string::npos)
-    return false;
-  size_t start = 0;
-  while (start <= rel.size()) {
-    auto slash = rel.find('/', start);
-    auto part = rel.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
-    if (part.empty() || part == "." || part == "..")
-      return false;
-    if (slash == std::string::npos)
-      break;
-    start = slash + 1;
-  }
-  return true;
-}
-
 expected<listing> list_dir(const std::string& dir, uint64_t max_bytes) {
   std::error_code ec;
   auto abs = fs::absolute(dir, ec).lexically_normal();

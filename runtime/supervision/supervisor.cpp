@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/supervision/supervisor.hpp"
 
+#include <cstring>
 #include <deque>
 #include <set>
 
@@ -276,7 +277,8 @@ caf::actor spawn_supervisor(caf::actor_system& sys, std::string name, supervisor
 }
 
 void register_as(caf::actor_system& sys, const char* name, const caf::strong_actor_ptr& self) {
-  auto key = caf::atom_from_string(name);
+  // caf::string_view takes a const char* only under GCC (CAF_GCC); clang needs the length.
+  auto key = caf::atom_from_string(caf::string_view{name, std::strlen(name)});
   sys.registry().erase(key);
   sys.registry().put(key, self);
 }

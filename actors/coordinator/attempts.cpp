@@ -249,7 +249,7 @@ void start_attempt(coordinator_actor* self, const job_id& id) {
     st.free_gpus.erase(st.free_gpus.begin());
   }
   auto now = now_ms();
-  auto& at = begin_attempt(*rec, attempt_id{st.cfg.node, st.cfg.incarnation, ++st.attempt_seq},
+  auto& at = begin_attempt(*rec, attempt_id{st.cfg.node, st.cfg.incarnation, ++*st.cfg.attempt_seq},
                            now, dir, std::vector<int32_t>(run.gpus.begin(), run.gpus.end()));
   run.attempt = at.number;
   run.attempt_id = at.id.str();

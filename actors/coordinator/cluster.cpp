@@ -56,7 +56,11 @@ std::string lost_cause(const coordinator_state& st, const job_record& rec) {
 void readopt(coordinator_actor* self, job_record rec) {
   auto& st = self->state;
   auto& at = rec.attempts.back();
-  st.attempt_seq = std::max(st.attempt_seq, at.id.seq);
+  if (at.id.node == st.cfg.node && at.id.incarnation == st.cfg.incarnation) {
+    auto& seq = *st.cfg.attempt_seq; // never below an attempt of this process
+    for (auto v = seq.load(); v < at.id.seq && !seq.compare_exchange_weak(v, at.id.seq);) {
+    }
+  }
   run_info run;
   run.attempt = at.number;
   run.attempt_id = at.id.str();

@@ -14,6 +14,7 @@
 // from the membership actor, (fence) → true, (shutdown, bool drain) → true once no job
 // runs, (address, string) once the node is published, (tree), (kill, name).
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -58,6 +59,12 @@ struct coordinator_config {
   /// network settings (MONKEY_HEARTBEAT_MS, MONKEY_CONNECTION_TIMEOUT_MS, MONKEY_TLS_*).
   std::map<std::string, std::string> app_host_env;
   std::string node_key; ///< each attempt's key is derived from it (runtime/net/auth.hpp)
+  /// The last attempt sequence number given out in this process (attempt ids are node,
+  /// incarnation, sequence). Shared by every copy of the config, so a restarted coordinator
+  /// goes on from where the one before it stopped instead of from 0; a new process has a
+  /// new incarnation. So an attempt id names one attempt for the life of the data
+  /// directory (its log folder, checkpoint pieces and gang parts are named by it).
+  std::shared_ptr<std::atomic<uint64_t>> attempt_seq = std::make_shared<std::atomic<uint64_t>>(0);
 };
 
 caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_config cfg, caf::actor journal,

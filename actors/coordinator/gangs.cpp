@@ -465,7 +465,7 @@ void commit_gang(coordinator_actor* self, const job_id& id, gang_round round) {
   st.book.dequeue(id);
   auto dir = job_log_dir(st, id);
   auto now = now_ms();
-  auto& at = begin_attempt(*rec, attempt_id{st.cfg.node, st.cfg.incarnation, ++st.attempt_seq},
+  auto& at = begin_attempt(*rec, attempt_id{st.cfg.node, st.cfg.incarnation, ++*st.cfg.attempt_seq},
                            now, dir, {});
   at.hosts = hosts_of(round.parts);
   run_info run;

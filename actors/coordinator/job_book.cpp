@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "runtime/sweep/sweep_spec.hpp"
+
 namespace monkey {
 
 job_record* job_book::owned(const job_id& id) {
@@ -201,6 +203,9 @@ bool end_attempt(job_record& rec, int32_t number, const attempt_end& end, int64_
     touch(rec, job_state::stopped, label, now);
   } else if (end.outcome == "requeued") {
     touch(rec, job_state::queued, label + "; requeued without charging a retry", now);
+  } else if (rec.spec.driver && end.exit.term_signal == 0
+             && end.exit.exit_code == sweep::sweep_failed_exit) {
+    touch(rec, job_state::failed, label, now); // the sweep failed: another attempt would too
   } else if (rec.retries_used < rec.spec.retries) {
     rec.retries_used += 1;
     auto delay = retry_delay_s(rec.spec, rec.retries_used);

@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "runtime/sweep/sweep_spec.hpp"
+
 using namespace monkey;
 
 namespace {
@@ -94,6 +96,31 @@ TEST_CASE("an attempt's end: retries are charged, requeues are not, a repeat cha
   REQUIRE(end_attempt(r, 3, ended("timeout", "timed out after 1 s"), 60));
   CHECK(r.state == job_state::timed_out);
   CHECK(is_final(r.state));
+}
+
+TEST_CASE("a sweep driver that ends with sweep_failed_exit fails at once, another exit retries",
+          "[coordinator][job_book]") {
+  auto r = queued(1);
+  r.spec.driver = true;
+  r.spec.retries = 20;
+  begin_attempt(r, attempt_id{node_id{1}, 1, 1}, 10, "/logs", {});
+  auto failed = ended("failed", "exit 75");
+  failed.exit.exit_code = 75; // lost its verbs: the next attempt goes on
+  REQUIRE(end_attempt(r, 1, failed, 20));
+  CHECK(r.state == job_state::queued);
+  CHECK(r.retries_used == 1);
+  begin_attempt(r, attempt_id{node_id{1}, 1, 2}, 30, "/logs", {});
+  auto gave_up = ended("failed", "exit 65");
+  gave_up.exit.exit_code = sweep::sweep_failed_exit;
+  REQUIRE(end_attempt(r, 2, gave_up, 40));
+  CHECK(r.state == job_state::failed);
+  CHECK(r.retries_used == 1);
+  // Only a driver: the same exit code of an ordinary job is retried.
+  auto j = queued(2);
+  j.spec.retries = 1;
+  begin_attempt(j, attempt_id{node_id{1}, 1, 3}, 10, "/logs", {});
+  REQUIRE(end_attempt(j, 1, gave_up, 20));
+  CHECK(j.state == job_state::queued);
 }
 
 TEST_CASE("a lost attempt is requeued from --max-requeues, then the job is lost",

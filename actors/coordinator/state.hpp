@@ -186,7 +186,6 @@ struct coordinator_state {
   job_book book;
   std::unordered_map<job_id, run_info> running;
   std::set<int> free_gpus;
-  uint64_t attempt_seq = 0;
   std::unordered_map<job_id, pending_final> finals;
   std::set<job_id> tombstones; ///< jobs deleted by `monkey rm`: no copy of them is taken
   std::unordered_map<job_id, remote_state> remote;

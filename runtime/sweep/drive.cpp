@@ -239,7 +239,8 @@ drive_next driver::tick(int64_t now) {
   failing_since_ = 0;
   auto p = r.where();
   std::string report = "trials_started=" + std::to_string(p.started)
-                       + " trials_done=" + std::to_string(p.ended);
+                       + " trials_done=" + std::to_string(p.ended)
+                       + " trials_failed=" + std::to_string(p.failed);
   if (p.best) {
     char buf[64];
     std::snprintf(buf, sizeof(buf), " best=%.9g best_trial=%lld", *p.best,
@@ -262,6 +263,10 @@ drive_next driver::tick(int64_t now) {
         + std::to_string(r.skipped_reads()) + " reads skipped (nothing new listed)");
     n.done = true;
     n.code = stopped_ ? 143 : 0;
+    if (!stopped_ && !p.failure.empty()) {
+      say("the sweep failed: " + p.failure);
+      n.code = sweep_failed_exit; // the driver's job fails, not retried; --wait exits non-zero
+    }
     return n;
   }
   // 0.1 s between rounds while something happens; after quiet rounds twice as long each

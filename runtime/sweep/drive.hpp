@@ -47,7 +47,7 @@ std::vector<std::pair<int64_t, double>> newest_series(const show_reply& r);
 /// What becomes of a driver attempt after a tick.
 struct drive_next {
   bool done = false;
-  int code = 0;          ///< its exit code when done (0 finished; 143 stopped; 75 no node)
+  int code = 0; ///< its exit code when done (0 finished; 143 stopped; 75 no node; 65 failed)
   int64_t pause_ms = 100; ///< when done is false: wait this long before the next tick
 };
 

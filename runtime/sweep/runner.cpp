@@ -253,6 +253,13 @@ void runner::settle(trial_row& row, const trial_job& job,
   opt_->finish(row.n, counts ? row.value : std::nullopt);
   log("trial " + std::to_string(row.n) + " ended " + row.end
       + (row.value ? ": " + spec_.metric.name + " " + number_text(*row.value) : std::string{}));
+  if (failed_end(row.end) && spec_.max_failed_trials >= 0) {
+    auto failed = std::count_if(rows_.begin(), rows_.end(),
+                                [](auto& r) { return r.ended && failed_end(r.end); });
+    if (failed > spec_.max_failed_trials)
+      stop_all(std::to_string(failed) + " trials failed, more than max_failed_trials ("
+               + std::to_string(spec_.max_failed_trials) + ")");
+  }
 }
 
 status runner::start_more() {
@@ -450,6 +457,10 @@ void runner::stop_all(const std::string& why) {
   changed();
 }
 
+bool failed_end(const std::string& end) {
+  return end == "failed" || end == "timed_out" || end == "lost";
+}
+
 progress runner::where() const {
   progress p;
   p.budget = spec_.budget.trials;
@@ -459,6 +470,10 @@ progress runner::where() const {
       p.ended += 1;
     else
       p.running += 1;
+    if (r.ended && failed_end(r.end))
+      p.failed += 1;
+    if (r.ended && (r.end == "succeeded" || r.end == "stopped"))
+      p.good += 1;
     if (r.value && std::isfinite(*r.value) && (!p.best || better(*r.value, *p.best))) {
       p.best = r.value;
       p.best_trial = r.n;
@@ -468,6 +483,11 @@ progress runner::where() const {
   bool no_more = exhausted_ || !stopping_.empty()
                  || (spec_.budget.trials > 0 && p.started >= spec_.budget.trials);
   p.finished = no_more && p.running == 0;
+  if (spec_.max_failed_trials >= 0 && p.failed > spec_.max_failed_trials)
+    p.failure = p.stopping;
+  else if (p.finished && p.good == 0 && p.failed > 0)
+    p.failure = "no trial succeeded: " + std::to_string(p.failed) + " of "
+                + std::to_string(p.ended) + " failed";
   return p;
 }
 

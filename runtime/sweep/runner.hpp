@@ -88,12 +88,20 @@ struct trial_row {
 /// Where a sweep stands.
 struct progress {
   int64_t started = 0, ended = 0, running = 0;
+  /// Ended trials whose job failed, timed out or was lost; ended ones that count (their job
+  /// succeeded, or the sweep stopped it).
+  int64_t failed = 0, good = 0;
+  /// The sweep failed: more failed trials than max_failed_trials, or every trial failed.
+  std::string failure;
   int64_t budget = 0; ///< trials in all (0: until the algorithm is done)
   std::optional<double> best;
   int64_t best_trial = -1;
   bool finished = false;
   std::string stopping; ///< why no more trials start ("" while they do)
 };
+
+/// Whether a trial that ended `end` (a final state's name) failed: failed, timed_out, lost.
+bool failed_end(const std::string& end);
 
 class runner {
 public:

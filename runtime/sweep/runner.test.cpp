@@ -110,11 +110,19 @@ public:
         j.row.state = job_state::stopped;
     return {};
   }
+  /// Jobs fail at once (a script that does not exist): every one, or those whose x is
+  /// below `fail_below`.
+  bool fail_all = false;
+  double fail_below = -1;
   /// Every running job reports its next point: accuracy rising to a ceiling set by x.
   void tick() {
     for (auto& j : jobs_) {
       if (j.row.state != job_state::running)
         continue;
+      if (fail_all || std::stod(j.spec.params.at("x")) < fail_below) {
+        j.row.state = job_state::failed;
+        continue;
+      }
       auto x = std::stod(j.spec.params.at("x"));
       auto epoch = j.points.empty() ? 1 : j.points.back().first / j.per_epoch + 1;
       j.points.push_back({epoch * j.per_epoch, x * (1 - std::exp(-0.5 * static_cast<double>(epoch)))});
@@ -558,4 +566,71 @@ parallel: 2
   REQUIRE(r.round(now += 1000));
   CHECK(r.trials()[0].steps == 2);
   CHECK(r.trials()[1].steps == 2);
+}
+
+const char* random_yaml = R"(
+name: r
+trial: {command: [train, "{x}"]}
+space: {x: {type: uniform, low: 0, high: 1}}
+metric: {name: acc}
+algorithm: {name: random, seed: 3}
+budget: {trials: 6}
+parallel: 2
+)";
+
+TEST_CASE("a sweep whose trials all fail counts them and fails, naming why",
+          "[sweep][runner]") {
+  fake_cluster c;
+  c.fail_all = true;
+  auto spec = spec_of(random_yaml);
+  auto opt = make_optimizer(spec);
+  REQUIRE(opt);
+  runner r(spec, "SW", "/tmp", std::move(*opt), c);
+  int64_t now = 1000;
+  run_to_end(r, c, now);
+  auto p = r.where();
+  REQUIRE(p.finished);
+  CHECK(p.ended == 6);
+  CHECK(p.failed == 6);
+  CHECK(p.good == 0);
+  CHECK(p.failure == "no trial succeeded: 6 of 6 failed");
+}
+
+TEST_CASE("a sweep with some failed trials succeeds; past max_failed_trials it stops and fails",
+          "[sweep][runner]") {
+  SECTION("no bound: the failed trials are counted, the sweep has its best") {
+    fake_cluster c;
+    c.fail_below = 0.5;
+    auto spec = spec_of(random_yaml);
+    runner r(spec, "SW", "/tmp", std::move(*make_optimizer(spec)), c);
+    int64_t now = 1000;
+    run_to_end(r, c, now);
+    auto p = r.where();
+    REQUIRE(p.finished);
+    CHECK(p.failed > 0);
+    CHECK(p.good == 6 - p.failed);
+    CHECK(p.good > 0);
+    CHECK(p.failure.empty());
+  }
+  SECTION("max_failed_trials: 1: the second failure stops the sweep, which says why") {
+    fake_cluster c;
+    c.fail_all = true;
+    auto spec = spec_of(std::string(random_yaml) + "max_failed_trials: 1\n");
+    CHECK(spec.max_failed_trials == 1);
+    runner r(spec, "SW", "/tmp", std::move(*make_optimizer(spec)), c);
+    int64_t now = 1000;
+    run_to_end(r, c, now);
+    auto p = r.where();
+    REQUIRE(p.finished);
+    CHECK(p.started == 2); // two ran at once; no third started
+    CHECK(p.failed == 2);
+    CHECK(p.failure == "2 trials failed, more than max_failed_trials (1)");
+  }
+}
+
+TEST_CASE("max_failed_trials is read from the sweep file and checked", "[sweep][runner]") {
+  CHECK(spec_of(random_yaml).max_failed_trials == -1);
+  auto bad = parse_sweep_text(std::string(random_yaml) + "max_failed_trials: -3\n", "t.yaml");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().find("max_failed_trials") != std::string::npos);
 }

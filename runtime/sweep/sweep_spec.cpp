@@ -332,9 +332,11 @@ sweep_spec parse_root(const reader& r, const YAML::Node& root) {
           r.fail(v.IsSequence() ? v[i] : v, key, "an empty path");
     } else if (key == "retries") {
       s.retries = static_cast<int32_t>(r.integer(v, key, 0, 100));
+    } else if (key == "max_failed_trials") {
+      s.max_failed_trials = r.integer(v, key, 0, 1000000);
     } else {
       r.fail(it->first, key, "unknown field (known: name, trial, space, metric, algorithm, "
-                             "budget, parallel, ship, data, retries)");
+                             "budget, parallel, ship, data, retries, max_failed_trials)");
     }
   }
   if (!has_trial)

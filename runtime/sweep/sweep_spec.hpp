@@ -83,7 +83,15 @@ struct sweep_spec {
   bool ship = true;       ///< ship the working directory to the trials' nodes
   std::vector<std::string> data; ///< data paths shipped too (docs/shipping.md)
   int32_t retries = 0;    ///< a failed trial's job retries before it counts as failed
+  /// More failed trials than this (failed, timed out or lost) stop the sweep, which then
+  /// fails saying why (like Vertex AI's maxFailedTrialCount); -1: no bound.
+  int64_t max_failed_trials = -1;
 };
+
+/// A sweep driver's exit code for a sweep that failed (more failed trials than the file
+/// allows, or none succeeded): its job ends failed at once, without the retries a driver
+/// has for the loss of its node (actors/coordinator/job_book.cpp).
+constexpr int sweep_failed_exit = 65;
 
 /// The algorithms and the settings each knows (for errors and docs).
 const std::map<std::string, std::vector<std::string>>& algorithm_settings();

@@ -67,5 +67,45 @@ def requeue_budget(c):
     check(r.returncode == 0, "a normal job still runs")
 
 
+def attempt_ids_unique(c):
+    """Attempt ids (node, incarnation, sequence) name one attempt for the life of the data
+    directory: after the coordinator is restarted inside the process (`monkey kill`) the
+    sequence goes on instead of starting again at 0, and a new process has a new
+    incarnation. (Log folders, checkpoint pieces and gang parts are named by them.)"""
+    c.start("n1", "--cpus", "2")
+
+    def run_some(n, tag):
+        ids = [c.submit("--name", f"{tag}{i}", "--", "true") for i in range(n)]
+        for jid in ids:
+            check(c.wait_final(jid, 60)["state"] == "succeeded", f"{jid} succeeded")
+        return ids
+
+    ids = run_some(3, "a")
+    r = c.monkey("kill", "core/coordinator", check_rc=False)
+    check(r.returncode == 0, f"kill core/coordinator: {r.stdout} {r.stderr}")
+    # The restarted coordinator takes submissions again (the same --key: one job however
+    # often it is tried while the coordinator restarts).
+    first = wait_until(lambda: _try(lambda: c.submit("--key", "attempt-ids-b0", "--", "true")),
+                       30, "the restarted coordinator to take a submission")
+    check(c.wait_final(first, 60)["state"] == "succeeded", f"{first} succeeded")
+    ids += [first] + run_some(2, "b")
+    c.kill9("n1")
+    c.start("n1", "--cpus", "2")
+    ids += run_some(3, "c")
+    attempts = [a["attempt_id"] for jid in ids for a in c.show(jid)["attempts"]]
+    check(len(attempts) == 9, f"one attempt per job: {attempts}")
+    check(len(set(attempts)) == len(attempts), f"every attempt id differs: {sorted(attempts)}")
+    incarnations = {a.split(".")[1] for a in attempts}
+    check(len(incarnations) == 2, f"the restarted process has a new incarnation: {attempts}")
+
+
+def _try(f):
+    try:
+        return f()
+    except Exception:  # noqa: BLE001 - a submission refused while the coordinator restarts
+        return None
+
+
 run(kill9_recovery)
+run(attempt_ids_unique)
 run(requeue_budget)

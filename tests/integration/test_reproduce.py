@@ -62,7 +62,8 @@ def code_changes_are_named(c):
     diff = c.monkey("reproduce", job, "--diff").stdout
     check("# tuned" in diff and diff.startswith("diff --git"), diff)
     quiet = c.monkey("reproduce", job, "--dry-run")
-    check("warning" not in quiet.stderr and "would run again: python3 train.py" in quiet.stdout,
+    check("warning" not in quiet.stderr and "would run again: monkey submit --seed "
+          in quiet.stdout and quiet.stdout.rstrip().endswith(" -- python3 train.py"),
           quiet.stderr + quiet.stdout)
     git("commit", "-qam", "tuned")
     moved = c.monkey("reproduce", job, "--dry-run")

@@ -179,7 +179,9 @@ def asha_sweep_of_command_jobs(c):
     best = json.loads(c.monkey("sweep", "best", sweep, "--json").stdout)
     check(abs(best["value"] - max(t["last"] for t in status["trials"])) < 1e-9
           and best["value"] in finals, f"best {best} of {status['trials']}")
-    check(best["command"].startswith("python3 ") and best["params"]["x"] in best["command"], best)
+    check(best["command"].startswith("monkey submit ")
+          and f"--set x={best['params']['x']}" in best["command"]
+          and best["command"].endswith(" 9 0.25"), best)
     text = c.monkey("sweep", "status", sweep).stdout
     check("[########################] 9/9 trials" in text and "stopped" in text, text)
     by_flag = json.loads(c.monkey("jobs", "--sweep", sweep[-8:], "--json").stdout)
@@ -333,6 +335,105 @@ def pbt_exploits_through_checkpoints(c):
           status["trials"])
 
 
+# A trial that reads its parameters as MONKEY_PARAM_* (no placeholder in its command) and
+# its seed: the metric is a function of all three, so only a rerun with every parameter and
+# the seed gives the same value.
+ENV_TRIAL = """import os
+x = float(os.environ["MONKEY_PARAM_X"]); scale = float(os.environ.get("MONKEY_PARAM_SCALE", "1"))
+seed = int(os.environ.get("MONKEY_SEED", "0"))
+print(f"MONKEY_METRIC step=1 acc={x * scale + (seed % 997) * 1e-6:.9f}", flush=True)
+"""
+
+
+def best_command_runs_the_best_trial(c):
+    """`sweep best` prints a command that runs the best trial again: with its searched and
+    fixed parameters (trial.params) and its seed, so a deterministic trial gives the same
+    metric; `reproduce --dry-run` prints the same kind of line."""
+    nodes_up(c, 1)
+    tmp = tempfile.mkdtemp(dir=c.home)
+    script = os.path.join(tmp, "trial.py")
+    with open(script, "w") as f:
+        f.write(ENV_TRIAL)
+    path = os.path.join(tmp, "sweep.yaml")
+    with open(path, "w") as f:
+        f.write(f"""name: env
+trial: {{command: [python3, {script}], params: {{scale: 3}}}}
+space:
+  x: {{type: uniform, low: 0.1, high: 1.0}}
+metric: {{name: acc, goal: maximize}}
+algorithm: {{name: random, seed: 5}}
+budget: {{trials: 4}}
+parallel: 2
+ship: false
+""")
+    r = c.monkey("sweep", "start", path, "--wait", check_rc=False, timeout=240)
+    check(r.returncode == 0, f"sweep start --wait: rc {r.returncode}: {r.stderr}")
+    sweep = r.stdout.strip().splitlines()[0]
+    best = json.loads(c.monkey("sweep", "best", sweep, "--json").stdout)
+    trial = c.show(best["job"])
+    cmd = best["command"]
+    check(cmd.startswith("monkey submit ") and "--set scale=3" in cmd
+          and f"--set x={trial['params']['x']}" in cmd and " --seed " in cmd
+          and cmd.endswith(f"-- python3 {script}"), f"the printed command: {cmd}")
+    # Run the printed command as a user pastes it (with --wait).
+    r = subprocess.run(["sh", "-c", cmd.replace("monkey submit", f"'{MONKEY}' submit --wait", 1)],
+                       env=c.env, capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, f"the printed command ran: {r.stderr}")
+    rerun = r.stdout.strip().splitlines()[-1]
+    again = wait_until(lambda: (lambda s: s if "acc" in s["metrics"] else None)(c.show(rerun)),
+                       30, "the rerun's metric")
+    check(again["params"] == trial["params"], f"the same parameters: {again['params']} "
+          f"against {trial['params']}")
+    check(abs(again["metrics"]["acc"] - best["value"]) < 1e-9,
+          f"the same final metric: {again['metrics']} against {best['value']}")
+    text = c.monkey("sweep", "best", sweep).stdout
+    check("run it again:\n  " + cmd in text, text)
+    dry = c.monkey("reproduce", best["job"], "--dry-run").stdout
+    check(dry.startswith("would run again: monkey submit ") and "--set scale=3" in dry
+          and f"--seed {trial['seed']}" in dry, dry)
+
+
+def failed_trials_fail_the_sweep(c):
+    """A sweep whose trials all fail (its script does not exist) counts them, shows the
+    first failure's cause (the end of its stderr) at once, and ends failed with --wait
+    exiting non-zero; max_failed_trials stops a sweep past that many failures, saying why."""
+    nodes_up(c, 1)
+    tmp = tempfile.mkdtemp(dir=c.home)
+    path = os.path.join(tmp, "sweep.yaml")
+
+    def write(extra, trials, parallel):
+        with open(path, "w") as f:
+            f.write(f"""name: broken
+trial: {{command: [python3, {tmp}/no-such-train.py, "{{x}}"]}}
+space:
+  x: {{type: uniform, low: 0.1, high: 1.0}}
+metric: {{name: acc, goal: maximize}}
+algorithm: {{name: random, seed: 3}}
+budget: {{trials: {trials}}}
+parallel: {parallel}
+ship: false
+{extra}""")
+
+    write("", 3, 3)
+    r = c.monkey("sweep", "start", path, "--wait", check_rc=False, timeout=240)
+    check(r.returncode != 0, f"--wait exits non-zero: {r.returncode}: {r.stderr}")
+    sweep = r.stdout.strip().splitlines()[0]
+    check("3/3 trials, 3 failed" in r.stderr, f"the failures are counted: {r.stderr}")
+    check("failed: attempt 1: exit 2; its stderr ends:" in r.stderr
+          and "no-such-train.py" in r.stderr, f"the first failure's cause: {r.stderr}")
+    check("the sweep failed: no trial succeeded: 3 of 3 failed" in r.stderr, r.stderr)
+    status = json.loads(c.monkey("sweep", "status", sweep, "--json").stdout)
+    check(status["state"] == "failed" and status["failed"] == 3
+          and "no trial succeeded" in status["reason"], status)
+    check(len(c.show(sweep)["attempts"]) == 1, "a failed sweep is not retried")
+    write("max_failed_trials: 1\n", 6, 1)
+    r = c.monkey("sweep", "start", path, "--wait", check_rc=False, timeout=240)
+    check(r.returncode != 0, f"--wait exits non-zero: {r.stderr}")
+    sweep = r.stdout.strip().splitlines()[0]
+    check("2 trials failed, more than max_failed_trials (1)" in r.stderr, r.stderr)
+    check(len(trials_of(c, sweep)) == 2, f"no trial started after the bound: {trials_of(c, sweep)}")
+
+
 def stop_a_sweep(c):
     """`sweep stop`: the driver stops its running trials (they end `stopped`), starts no
     more, and its job ends cancelled."""
@@ -355,4 +456,4 @@ if __name__ == "__main__":
     run(check_shows_the_first_trials, bad_files_name_the_line_and_field,
         asha_sweep_of_command_jobs, asha_over_app_trials_by_epoch, driver_node_killed,
         driver_node_stopped, optimizer_coordinator_restarted, pbt_exploits_through_checkpoints,
-        stop_a_sweep)
+        stop_a_sweep, best_command_runs_the_best_trial, failed_trials_fail_the_sweep)

@@ -123,6 +123,11 @@ json to_json(const job_summary& s);
 std::string shell_quote(const std::string& arg);
 /// The command with its placeholders filled, each argument quoted as needed (pasteable).
 std::string command_line(const job_spec& spec);
+/// The `monkey submit` line that runs `spec` again as it ran: its app and workers or its
+/// command, resources, every parameter (`--set`, searched and fixed alike: a command job
+/// reads them as MONKEY_PARAM_*) and its seed. What `sweep best` and `reproduce --dry-run`
+/// print.
+std::string submit_line(const job_spec& spec);
 json to_json(const attempt_record& a);
 json to_json(const show_reply& r);
 json to_json(const status_reply& s);

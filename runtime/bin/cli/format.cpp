@@ -70,6 +70,23 @@ std::string command_line(const job_spec& spec) {
   return out;
 }
 
+std::string submit_line(const job_spec& spec) {
+  std::string out = "monkey submit";
+  if (!spec.app.empty())
+    out += " --app " + shell_quote(spec.app) + " --workers " + std::to_string(spec.workers);
+  if (spec.cpus > 1)
+    out += " --cpus " + std::to_string(spec.cpus);
+  if (spec.gpus > 0)
+    out += " --gpus " + std::to_string(spec.gpus);
+  for (auto& [k, v] : spec.params)
+    out += " --set " + shell_quote(k + "=" + v);
+  if (spec.has_seed)
+    out += " --seed " + std::to_string(spec.seed);
+  if (spec.app.empty())
+    out += " -- " + command_line(spec);
+  return out;
+}
+
 json to_json(const attempt_record& a) {
   return {{"number", a.number},       {"attempt_id", a.id.str()}, {"outcome", a.outcome},
           {"cause", a.cause},         {"started_ms", a.started_ms}, {"ended_ms", a.ended_ms},

@@ -123,9 +123,7 @@ int run_reproduce(context& ctx, const reproduce_options& o) {
   if (o.dry_run) {
     for (auto& w : warnings)
       std::fprintf(stderr, "monkey: reproduce: warning: %s\n", w.c_str());
-    std::printf("would run again: %s (seed %llu)\n",
-                spec.app.empty() ? command_line(spec).c_str() : ("app " + spec.app).c_str(),
-                static_cast<unsigned long long>(spec.seed));
+    std::printf("would run again: %s\n", submit_line(spec).c_str());
     return 0;
   }
   submit_request req;

@@ -6,6 +6,7 @@
 // (actors/sweep/sweep_actor.hpp, runtime/sweep/drive.hpp).
 #include "runtime/bin/cli/cli.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -227,11 +228,56 @@ const trial_line_view* best_of(const sweep_view& v, const std::vector<trial_line
   return best;
 }
 
-/// "[########............] 8/20 trials, 2 running, best accuracy 0.871 (trial 5)".
+/// A trial whose (newest) job failed, timed out or was lost.
+bool trial_failed(const job_summary& j) {
+  return j.state == job_state::failed || j.state == job_state::timed_out
+         || j.state == job_state::lost;
+}
+
+/// "trial 0 (job …) failed: attempt 1: exit 2", then the last lines of its stderr.
+std::string failure_text(client& c, const trial_line_view& r) {
+  std::string out = "trial " + std::to_string(r.n) + " (job " + r.job->id.short_str() + ") "
+                    + to_string(r.job->state) + ": " + r.job->reason;
+  logs_request req;
+  req.id = r.job->id.str();
+  req.stream = "err";
+  req.max_bytes = 1 << 20;
+  auto l = c.call<logs_reply>(verb::logs, req);
+  if (!l || l->data.empty())
+    return out;
+  std::vector<std::string> lines;
+  std::istringstream in(l->data);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty())
+      lines.push_back(line);
+  out += "; its stderr ends:";
+  for (size_t i = lines.size() > 5 ? lines.size() - 5 : 0; i < lines.size(); ++i)
+    out += "\n    " + lines[i];
+  return out;
+}
+
+/// Why a sweep whose driver failed failed: its driver's line "the sweep failed: …" (the
+/// driver's stderr), else the driver job's reason.
+std::string sweep_failure(client& c, const job_record& driver) {
+  logs_request req;
+  req.id = driver.id.str();
+  req.stream = "err";
+  req.max_bytes = 1 << 20;
+  if (auto l = c.call<logs_reply>(verb::logs, req)) {
+    auto at = l->data.rfind("the sweep failed: ");
+    if (at != std::string::npos)
+      return l->data.substr(at, l->data.find('\n', at) - at);
+  }
+  return driver.reason;
+}
+
+/// "[########............] 8/20 trials, 2 running, 1 failed, best accuracy 0.871 (trial 5)".
 std::string progress_line(const sweep_view& v, const std::vector<trial_line_view>& rows) {
-  int64_t done = 0, running = 0;
-  for (auto& r : rows)
+  int64_t done = 0, running = 0, failed = 0;
+  for (auto& r : rows) {
     (is_final(r.job->state) ? done : running) += 1;
+    failed += trial_failed(*r.job) ? 1 : 0;
+  }
   auto budget = v.spec.budget.trials > 0 ? v.spec.budget.trials
                                           : std::max<int64_t>(1, static_cast<int64_t>(rows.size()));
   constexpr int width = 24;
@@ -241,6 +287,8 @@ std::string progress_line(const sweep_view& v, const std::vector<trial_line_view
   bar += std::to_string(done) + "/" + std::to_string(budget) + " trials";
   if (running > 0)
     bar += ", " + std::to_string(running) + " running";
+  if (failed > 0)
+    bar += ", " + std::to_string(failed) + " failed";
   if (auto* b = best_of(v, rows))
     bar += ", best " + v.spec.metric.name + " " + num(b->value) + " (trial "
            + std::to_string(b->n) + ")";
@@ -339,11 +387,23 @@ int start_sweep(context& ctx, const std::string& path, bool wait) {
   bool tty = ::isatty(STDERR_FILENO);
   std::string last;
   series_cache ended;
+  bool told_failure = false;
   for (;;) {
     auto v = load_sweep(**c, id);
     if (!v)
       return fail("sweep " + id + ": " + v.error());
     auto rows = trial_rows(**c, *v, &ended);
+    if (!told_failure)
+      for (auto& r : rows)
+        if (trial_failed(*r.job)) {
+          // The first failure at once, with its cause: a sweep of a broken script says so
+          // after its first trial, not after its budget.
+          std::fprintf(stderr, "%smonkey: %s\n", tty ? "\r\033[K" : "",
+                       failure_text(**c, r).c_str());
+          told_failure = true;
+          last.clear();
+          break;
+        }
     auto line = progress_line(*v, rows);
     if (line != last) {
       std::fprintf(stderr, tty ? "\r%s\033[K" : "%s\n", line.c_str());
@@ -354,7 +414,8 @@ int start_sweep(context& ctx, const std::string& path, bool wait) {
       if (tty)
         std::fprintf(stderr, "\n");
       std::fprintf(stderr, "monkey: sweep %s %s — %s\n", id.c_str(), to_string(v->driver.state),
-                   v->driver.reason.c_str());
+                   v->driver.state == job_state::failed ? sweep_failure(**c, v->driver).c_str()
+                                                        : v->driver.reason.c_str());
       if (auto* b = best_of(*v, rows))
         std::fprintf(stderr, "best: trial %d (job %s) %s %s: %s\n", b->n,
                      b->job->id.short_str().c_str(), v->spec.metric.name.c_str(),
@@ -431,7 +492,12 @@ int status_sweep(context& ctx, const std::string& id, bool best_only) {
       return fail("sweep " + v->driver.id.short_str() + ": no trial has a value of "
                   + v->spec.metric.name + " yet");
     auto a = searched(*v, *best->job);
-    auto again = trial_line(v->spec, a);
+    // The trial's own record: its every parameter (searched and fixed) and its seed.
+    auto rec = (*c)->call<show_reply>(verb::show, id_request{best->job->id.str()});
+    if (!rec)
+      return fail("sweep " + v->driver.id.short_str() + ": trial " + std::to_string(best->n)
+                  + " (job " + best->job->id.short_str() + "): " + rec.error());
+    auto again = submit_line(rec->record.spec);
     if (ctx.g.json) {
       std::cout << json{{"trial", best->n},          {"job", best->job->id.str()},
                         {"value", *best->value},     {"metric", v->spec.metric.name},
@@ -444,8 +510,7 @@ int status_sweep(context& ctx, const std::string& id, bool best_only) {
     std::printf("best trial %d (job %s): %s %s\n  %s\nrun it again:\n  %s\nor exactly as it "
                 "ran (its seed%s):\n  monkey reproduce %s\n",
                 best->n, best->job->id.short_str().c_str(), v->spec.metric.name.c_str(),
-                num(best->value).c_str(), sweep::assignment_text(a).c_str(),
-                (v->spec.trial.app.empty() ? "monkey submit -- " + again : again).c_str(),
+                num(best->value).c_str(), sweep::assignment_text(a).c_str(), again.c_str(),
                 v->spec.ship && v->spec.trial.app.empty() ? ", its shipped directory" : "",
                 best->job->id.str().c_str());
     return 0;
@@ -458,6 +523,10 @@ int status_sweep(context& ctx, const std::string& id, bool best_only) {
              {"metric", v->spec.metric.name},
              {"goal", v->spec.metric.maximize ? "maximize" : "minimize"},
              {"budget", v->spec.budget.trials},
+             {"failed", std::count_if(rows.begin(), rows.end(),
+                                      [](auto& r) { return trial_failed(*r.job); })},
+             {"reason", v->driver.state == job_state::failed ? sweep_failure(**c, v->driver)
+                                                              : v->driver.reason},
              {"trials", rows_json(*v, rows)}};
     if (best)
       out["best"] = {{"trial", best->n}, {"value", *best->value}};
@@ -468,6 +537,8 @@ int status_sweep(context& ctx, const std::string& id, bool best_only) {
               v->driver.id.short_str().c_str(), to_string(v->driver.state),
               v->spec.algorithm.name.c_str(), v->spec.metric.maximize ? "maximize" : "minimize",
               v->spec.metric.name.c_str(), progress_line(*v, rows).c_str());
+  if (v->driver.state == job_state::failed)
+    std::printf("%s\n", sweep_failure(**c, v->driver).c_str());
   std::printf("%5s  %-10s  %-9s  %10s  %10s  %s\n", "TRIAL", "JOB", "STATE", "LAST", "BEST",
               "PARAMS");
   for (auto& r : rows)

@@ -596,7 +596,7 @@ TEST_CASE("a sweep whose trials all fail counts them and fails, naming why",
   CHECK(p.failure == "no trial succeeded: 6 of 6 failed");
 }
 
-TEST_CASE("a sweep with some failed trials succeeds; past max_failed_trials it stops and fails",
+TEST_CASE("a sweep with some failed trials succeeds, past max_failed_trials it stops and fails",
           "[sweep][runner]") {
   SECTION("no bound: the failed trials are counted, the sweep has its best") {
     fake_cluster c;

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -210,6 +211,10 @@ struct client::impl {
     // broker alone, kept by a reference CAF's multiplexer still holds as it stops; memory
     // the process returns as it exits (docs/testing.md, Sanitizers).
     gateway = nullptr;
+    // A connection abandoned at its deadline (a frozen node) is closed by CAF's heartbeat
+    // within connect_settle_time; going down before that leaks the BASP broker with it.
+    if (abandoned_connect)
+      std::this_thread::sleep_for(connect_settle_time(sys));
     std::vector<caf::actor> spawned;
     for (caf::actor_id id = 1; id <= sys.latest_actor_id(); ++id)
       if (id != self->id())
@@ -240,6 +245,7 @@ struct client::impl {
   caf::actor gateway;
 
   caf::error last_error; ///< of the last failed request
+  bool abandoned_connect = false; ///< a connect_actor gave up while CAF still tried
 
   expected<std::string> request(const caf::actor& dest, uint16_t v, std::string body,
                                 std::chrono::milliseconds timeout) {
@@ -334,6 +340,8 @@ expected<std::unique_ptr<client>> client::connect(const std::vector<std::string>
       continue;
     }
     auto gw = connect_actor(c->impl_->sys, host, port, timeout);
+    if (!gw && gw.error() == caf::sec::request_timeout)
+      c->impl_->abandoned_connect = true;
     if (!gw) {
       note(describe_connect_error(c->impl_->sys, gw.error(), addr));
       continue;

@@ -151,24 +151,18 @@ caf::expected<caf::actor> connect_actor(caf::actor_system& sys, const std::strin
   // handshake has arrived by then. A node that is merely busy for a moment would so
   // refuse a client at once; within the caller's deadline that error is tried again.
   //
-  // An attempt is never abandoned while CAF still holds its connection: the broker and the
-  // half-open connection to a frozen node keep each other alive (basp_broker's endpoint
-  // context and the scribe it owns), so a process that exits with one pending leaks both
-  // (LeakSanitizer: "indirect leak ... make_actor<caf::io::basp_broker>"), and a longer-
-  // lived one keeps it. So each request waits past the deadline for up to two heartbeats,
-  // by which CAF's own tick has failed the connection and closed it.
+  // At the deadline the attempt is abandoned (request_timeout) while CAF may still hold its
+  // half-open connection; CAF's own heartbeat closes it within two ticks
+  // (connect_settle_time). A process that exits before then leaks it: client::impl waits.
   using clock = std::chrono::steady_clock;
   auto deadline = clock::now() + timeout;
-  auto heartbeat = std::chrono::duration_cast<std::chrono::milliseconds>(
-    caf::get_or(sys.config(), "middleman.heartbeat-interval", caf::timespan{250'000'000}));
-  auto grace = 2 * heartbeat + std::chrono::milliseconds(100);
   caf::scoped_actor self{sys};
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
     caf::expected<caf::actor> out{caf::sec::request_timeout};
     if (left.count() <= 0)
       return out;
-    self->request(connector(sys), left + grace, caf::connect_atom::value, host, port)
+    self->request(connector(sys), left, caf::connect_atom::value, host, port)
       .receive(
         [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
           if (ptr)
@@ -183,6 +177,12 @@ caf::expected<caf::actor> connect_actor(caf::actor_system& sys, const std::strin
       return out;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+std::chrono::milliseconds connect_settle_time(const caf::actor_system& sys) {
+  auto heartbeat = std::chrono::duration_cast<std::chrono::milliseconds>(
+    caf::get_or(sys.config(), "middleman.heartbeat-interval", caf::timespan{250'000'000}));
+  return 2 * heartbeat + std::chrono::milliseconds(100);
 }
 
 std::string describe_connect_error(caf::actor_system& sys, const caf::error& err,

@@ -578,11 +578,10 @@ budget: {trials: 6}
 parallel: 2
 )";
 
-TEST_CASE("a sweep whose trials all fail counts them and fails, naming why",
-          "[sweep][runner]") {
-  fake_cluster c;
-  c.fail_all = true;
-  auto spec = spec_of(random_yaml);
+namespace {
+
+/// A sweep of `spec` over `c`, run to its end: where it ended.
+progress finished(const sweep_spec& spec, fake_cluster& c) {
   auto opt = make_optimizer(spec);
   REQUIRE(opt);
   runner r(spec, "SW", "/tmp", std::move(*opt), c);
@@ -590,6 +589,16 @@ TEST_CASE("a sweep whose trials all fail counts them and fails, naming why",
   run_to_end(r, c, now);
   auto p = r.where();
   REQUIRE(p.finished);
+  return p;
+}
+
+} // namespace
+
+TEST_CASE("a sweep whose trials all fail counts them and fails, naming why",
+          "[sweep][runner]") {
+  fake_cluster c;
+  c.fail_all = true;
+  auto p = finished(spec_of(random_yaml), c);
   CHECK(p.ended == 6);
   CHECK(p.failed == 6);
   CHECK(p.good == 0);
@@ -601,12 +610,7 @@ TEST_CASE("a sweep with some failed trials succeeds, past max_failed_trials it s
   SECTION("no bound: the failed trials are counted, the sweep has its best") {
     fake_cluster c;
     c.fail_below = 0.5;
-    auto spec = spec_of(random_yaml);
-    runner r(spec, "SW", "/tmp", std::move(*make_optimizer(spec)), c);
-    int64_t now = 1000;
-    run_to_end(r, c, now);
-    auto p = r.where();
-    REQUIRE(p.finished);
+    auto p = finished(spec_of(random_yaml), c);
     CHECK(p.failed > 0);
     CHECK(p.good == 6 - p.failed);
     CHECK(p.good > 0);
@@ -617,11 +621,7 @@ TEST_CASE("a sweep with some failed trials succeeds, past max_failed_trials it s
     c.fail_all = true;
     auto spec = spec_of(std::string(random_yaml) + "max_failed_trials: 1\n");
     CHECK(spec.max_failed_trials == 1);
-    runner r(spec, "SW", "/tmp", std::move(*make_optimizer(spec)), c);
-    int64_t now = 1000;
-    run_to_end(r, c, now);
-    auto p = r.where();
-    REQUIRE(p.finished);
+    auto p = finished(spec, c);
     CHECK(p.started == 2); // two ran at once; no third started
     CHECK(p.failed == 2);
     CHECK(p.failure == "2 trials failed, more than max_failed_trials (1)");

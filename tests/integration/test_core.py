@@ -68,15 +68,23 @@ def under_replicated_ack(c):
     try:
         r = c.monkey("submit", "--address", nodes[0]["address"], "--key", key, "--", "true",
                      check_rc=False, timeout=60)
-        check(r.returncode != 0 and "may exist" in r.stderr and "1 of its 2" in r.stderr,
+        # Two right answers, depending on when the owner notices the stopped holder: the
+        # submission reached it first (it waits for the copy, then says the job may exist), or
+        # the holder was already suspect (the owner sees no majority and refuses at once; a
+        # busy CI machine starts the CLI that slowly). Never an acknowledgement.
+        refused = "cannot see a majority" in r.stderr
+        check(r.returncode != 0 and (refused or ("may exist" in r.stderr and "1 of its 2" in r.stderr)),
               f"not acknowledged with one copy: rc {r.returncode} {r.stderr}")
+        print("  the owner " + ("had already lost its majority: refused" if refused
+                                else "waited for the copy: may exist"))
     finally:
         os.kill(nodes[1]["pid"], signal.SIGCONT)
     again = wait_until(lambda: (lambda r: r if r.returncode == 0 else None)(
         c.monkey("submit", "--address", nodes[0]["address"], "--key", key, "--", "true",
                  check_rc=False, timeout=60)), 60, "the retry to be acknowledged")
     jid = again.stdout.strip().splitlines()[-1]
-    check(jid in r.stderr or jid[-10:] in r.stderr, f"the same job: {jid} / {r.stderr}")
+    if not refused:
+        check(jid in r.stderr or jid[-10:] in r.stderr, f"the same job: {jid} / {r.stderr}")
     js = json.loads(c.monkey("jobs", "--json").stdout)
     check(len(js) == 1, f"exactly one job: {js}")
     down(c)

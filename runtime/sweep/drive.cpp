@@ -166,6 +166,8 @@ expected<std::unique_ptr<driver>> driver::from_env(const std::map<std::string, s
     for (auto& [k, v] : prov.items())
       if (v.is_string())
         r.provenance[k] = v.get<std::string>();
+  r.user = value_of(env, "MONKEY_SWEEP_USER");
+  r.host = value_of(env, "MONKEY_SWEEP_HOST");
   d->ckpt_dir_ = value_of(env, "MONKEY_CHECKPOINT_DIR");
   auto step = value_of(env, "MONKEY_CHECKPOINT_STEP");
   if (!d->ckpt_dir_.empty() && !step.empty()) {

@@ -91,6 +91,8 @@ job_spec runner::job_for(int64_t n, const assignment& params, int32_t segment,
   s.trial = static_cast<int32_t>(n);
   s.checkpoint_from = from;
   s.provenance = provenance;
+  s.user = user;
+  s.host = host;
   s.ship = ship;
   s.env["MONKEY_SWEEP"] = id_;
   s.env["MONKEY_TRIAL"] = std::to_string(n);

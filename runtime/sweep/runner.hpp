@@ -118,6 +118,9 @@ public:
   std::function<void(const std::string&)> on_change;
   /// What every trial records to be run again (the sweep's, from `sweep start`).
   std::map<std::string, std::string> provenance;
+  /// Who started the sweep, and on which host: every trial records them (`jobs`, `show`).
+  std::string user;
+  std::string host;
   /// What every trial ships (the bundles `sweep start` stored; docs/shipping.md).
   std::vector<shipment> ship;
   /// Lines for the driver's log ("trial 3 stopped at step 2: ...").

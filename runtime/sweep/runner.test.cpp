@@ -187,6 +187,8 @@ TEST_CASE("a sweep starts exactly its budget's trials, stops the ones ASHA stops
   REQUIRE(opt);
   runner r(spec, "SW", "/tmp", std::move(*opt), c);
   r.provenance = {{"git_commit", "abc"}};
+  r.user = "ada";
+  r.host = "lab7";
   int64_t now = 1000;
   run_to_end(r, c, now);
   auto p = r.where();
@@ -201,6 +203,8 @@ TEST_CASE("a sweep starts exactly its budget's trials, stops the ones ASHA stops
     keys.insert(j.key);
     CHECK(j.spec.sweep == "SW");
     CHECK(j.spec.provenance.at("git_commit") == "abc"); // every trial can be reproduced
+    CHECK(j.spec.user == "ada"); // who started the sweep, not "@"
+    CHECK(j.spec.host == "lab7");
     CHECK(j.spec.has_seed);
     CHECK(j.key == "SW-" + std::to_string(j.spec.trial));
     CHECK(j.spec.command == std::vector<std::string>{"train", j.spec.params.at("x")});

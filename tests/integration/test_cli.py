@@ -164,9 +164,29 @@ def sweep_columns_and_metrics(c):
     shown = c.monkey("show", ids["0.3"]).stdout
     check("metric    loss: last 1 (3 points; first 3, min 1, max 3)" in shown,
           f"show prints the metric's history: {shown}")
-    series = c.monkey("show", ids["0.3"], "--metric", "loss").stdout.splitlines()
+    out = c.monkey("show", ids["0.3"], "--metric", "loss").stdout
+    series, summary = out.split("\n\n", 1)
+    series = series.splitlines()
     check(len(series) == 4 and series[1].split()[-1] == "3" and series[3].split()[-1] == "1",
           f"show --metric prints the series: {series}")
+    check("rank 0    3 points; first 3, min 1, max 3, last 1 (step 3, attempt 1)" in summary
+          and "last      1 is rank 0's (step 3, attempt 1)" in summary,
+          f"then a summary per rank and where the last value comes from: {summary}")
+    # monkey metrics: every point, one row each, in the export schema.
+    csv_rows = c.monkey("metrics", ids["0.3"], "--csv").stdout.splitlines()
+    check(csv_rows[0] == "job,attempt,rank,step,time,key,value" and len(csv_rows) == 4,
+          f"metrics --csv: a header and 3 rows: {csv_rows}")
+    fields = [r.split(",") for r in csv_rows[1:]]
+    check([f[3] for f in fields] == ["1", "2", "3"] and [f[6] for f in fields] == ["3", "1.5", "1"]
+          and all(f[0] == c.show(ids["0.3"])["id"] and f[5] == "loss" and f[4].endswith("Z")
+                  for f in fields), f"metrics --csv rows: {fields}")
+    lines = [json.loads(l) for l in c.monkey("metrics", ids["0.3"], "--jsonl", "--key", "loss")
+             .stdout.splitlines()]
+    check([sorted(l) for l in lines] == [sorted(["job", "attempt", "rank", "step", "time", "key",
+                                                 "value"])] * 3
+          and [l["value"] for l in lines] == [3, 1.5, 1], f"metrics --jsonl: {lines}")
+    r = c.monkey("metrics", ids["0.3"], "--key", "nope", check_rc=False)
+    check(r.returncode != 0 and "no metric 'nope'" in r.stderr and "loss" in r.stderr, r.stderr)
     r = c.monkey("show", ids["0.3"], "--metric", "nope", check_rc=False)
     check(r.returncode != 0 and "no metric 'nope'" in r.stderr and "loss" in r.stderr, r.stderr)
     shown = c.monkey("show", other).stdout
@@ -219,6 +239,12 @@ def unsatisfiable_waits(c):
     why = c.monkey("why", jid).stdout
     check("waits for a node with 1 cpus and 1 gpus" in why and "joins" in why, why)
     check(c.show(jid)["state"] == "queued", "it stays queued")
+    # Each worker fits a node, but not all at once: the same warning for a gang.
+    r = c.monkey("submit", "--workers", "3", "--cpus", "1", "--", "true")
+    check("warning: 3 workers of 1 cpus: the alive nodes have room for 2 at once" in r.stderr,
+          f"submit warns about --workers: {r.stderr}")
+    r = c.monkey("submit", "--workers", "2", "--cpus", "1", "--", "true")
+    check("warning" not in r.stderr, f"two fit: no warning: {r.stderr}")
 
 
 def messages_point_to_the_fix(c):
@@ -233,6 +259,11 @@ def messages_point_to_the_fix(c):
           r.stderr)
     r = c.monkey("submit", "echo", "hi", check_rc=False)
     check(r.returncode == 2 and "after '--'" in r.stderr, f"a forgotten -- is explained: {r.stderr}")
+    r = c.monkey("submit", "--cpus", "abc", "--", "true", check_rc=False)
+    check(r.returncode == 2 and "--cpus" in r.stderr and "whole number" in r.stderr
+          and "'abc'" in r.stderr, f"a number is expected: {r.stderr}")
+    r = c.monkey("submit", "--cpus", "0", "--", "true", check_rc=False)
+    check(r.returncode == 2 and "from 1 to 4096" in r.stderr, f"the range is named: {r.stderr}")
     r = c.monkey("jobs", check_rc=False)
     check(r.returncode != 0 and "monkey up" in r.stderr and "monkey-runtime" in r.stderr,
           f"before any node runs: how to start one: {r.stderr}")

@@ -230,6 +230,17 @@ def node_names_restart(c):
     check("this node: n2 " in st and "cluster:" in st, f"--address by name: {st}")
     r = c.monkey("status", "--address", "n9", check_rc=False)
     check(r.returncode != 0 and "n9" in r.stderr and "n1" in r.stderr, r.stderr)
+    # The console takes a name as every verb does, and `tree NODE` shows another's tree.
+    st = c.monkey("--address", "n3", "console", "-c", "status").stdout
+    check("this node: n3 " in st, f"console --address by name: {st}")
+    c.monkey("--address", "n2", "kill", "core/router")  # marks n2's tree: restarts 1
+    tree = c.monkey("--address", "n1", "console", "-c", "tree n2").stdout
+    mine = c.monkey("--address", "n1", "tree").stdout
+    check("coordinator" in tree and "restarts 1" in tree and "restarts 1" not in mine,
+          f"tree n2 from n1's console shows n2's: {tree} / n1's: {mine}")
+    r = c.monkey("tree", "n9", check_rc=False)
+    check(r.returncode != 0 and "n9: no node of that name" in r.stderr and "n2" in r.stderr,
+          r.stderr)
     jid = c.monkey("submit", "--address", "n2", "--", "true").stdout.strip().splitlines()[-1]
     c.wait_final(jid)
     row = [l for l in c.monkey("jobs").stdout.splitlines() if l.startswith(jid[-10:])]

@@ -5,7 +5,7 @@ runs twice at once, and requeues are charged to --max-requeues, not to retries."
 import os
 import time
 
-from harness import check, pid_alive, run, wait_until
+from harness import SLOWDOWN, check, pid_alive, run, wait_until
 
 
 def kill9_recovery(c):
@@ -14,9 +14,11 @@ def kill9_recovery(c):
     os.makedirs(work)
     # Each job holds a lock for its whole life; a background child inherits it. If an old
     # child survived into the re-run, the lock would be taken: a double run.
+    # The child must outlive the checks before the kill: under a sanitizer (SLOWDOWN) each
+    # `monkey show` takes a second or more, and a 4 s child had ended before the kill.
     script = (f'cd {work}; exec 9>"$MONKEY_JOB_ID.lock"; '
               'flock -n 9 || { echo "$MONKEY_JOB_ID" >> doubles; exit 9; }; '
-              'sleep 4 & echo $! >> "$MONKEY_JOB_ID.bg"; wait; '
+              f'sleep {round(4 * SLOWDOWN)} & echo $! >> "$MONKEY_JOB_ID.bg"; wait; '
               'echo "$MONKEY_ATTEMPT" >> "$MONKEY_JOB_ID.done"')
     ids = [c.submit("--name", f"j{i}", "--", "sh", "-c", script) for i in range(6)]
     running = wait_until(lambda: (lambda js: js if len(js) == 2 else None)(
@@ -33,7 +35,7 @@ def kill9_recovery(c):
     c.start("n1", "--cpus", "2")
     wait_until(lambda: not any(pid_alive(p) for p in bg), 20,
                "leftover processes of the old runtime to be killed")
-    jobs = c.wait_all_final(timeout=120)
+    jobs = c.wait_all_final(timeout=120 * SLOWDOWN)
     check(len(jobs) == 6, f"all 6 accepted jobs are there: {len(jobs)}")
     check(all(j["state"] == "succeeded" for j in jobs), f"all succeeded: {jobs}")
     check(not os.path.exists(os.path.join(work, "doubles")), "no job ran twice at once")

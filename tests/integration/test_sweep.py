@@ -112,6 +112,13 @@ def check_shows_the_first_trials(c):
     text, _ = sweep_check(GOOD)
     check("sweep lr-search: random (seed 7), maximize accuracy, 60 trials" in text.stdout
           and "m                uniform    [0, 0.99] when opt in {sgd}" in text.stdout, text.stdout)
+    # The text form shows each trial's drawn values, also where its command names none.
+    bare = GOOD.replace('[python3, train.py, --lr, "{lr}", --opt, "{opt}", --m, "{m}"]',
+                        "[python3, train.py]")
+    plain, _ = sweep_check(bare)
+    first = json.loads(sweep_check(bare, "--json")[0].stdout)["first_trials"][0]["params"]
+    check(plain.returncode == 0 and ("  0: lr=" + first["lr"] + " ") in plain.stdout
+          and "opt=" + first["opt"] in plain.stdout, f"the drawn values: {plain.stdout}")
     grid, _ = sweep_check("trial: {app: fmnist, workers: 2}\nspace:\n"
                           "  strategy: {type: grid, values: [allreduce, ps-sync]}\n"
                           "  batch: {type: grid, values: [128, 256]}\n"
@@ -371,6 +378,9 @@ ship: false
     sweep = r.stdout.strip().splitlines()[0]
     best = json.loads(c.monkey("sweep", "best", sweep, "--json").stdout)
     trial = c.show(best["job"])
+    driver = c.show(sweep)
+    check(trial["user"] == driver["user"] != "" and trial["host"] == driver["host"] != "",
+          f"a trial records who started the sweep, and where: {trial['user']}@{trial['host']}")
     cmd = best["command"]
     check(cmd.startswith("monkey submit ") and "--set scale=3" in cmd
           and f"--set x={trial['params']['x']}" in cmd and " --seed " in cmd

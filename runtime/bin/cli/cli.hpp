@@ -49,6 +49,10 @@ struct context {
 
 using runner = std::function<int(context&)>;
 
+/// An integer option's check, run on the text before CLI11 converts it: "--cpus: a whole
+/// number from 1 to 4096 is expected, not 'abc'" (CLI11's own Range says "not in range").
+CLI::Validator whole_number(long long lo, long long hi);
+
 /// A verb: its CLI11 subcommand and what runs when it was given.
 struct verb_def {
   CLI::App* sub = nullptr;
@@ -61,6 +65,7 @@ struct verb_def {
 verb_def add_submit(CLI::App& app);
 verb_def add_jobs(CLI::App& app);
 verb_def add_show(CLI::App& app);
+verb_def add_metrics(CLI::App& app);
 verb_def add_why(CLI::App& app);
 verb_def add_logs(CLI::App& app);
 verb_def add_cancel(CLI::App& app);

@@ -19,7 +19,7 @@ namespace {
 /// these; `up`, `down`, `certs` act on this machine and `console` is refused here).
 const char* const verbs[] = {"submit", "jobs",  "status", "show",  "logs", "cancel", "why",
                              "devices", "nodes", "drain", "tree", "kill", "tasks", "rm",
-                             "checkpoints", "sweep", "reproduce", nullptr};
+                             "checkpoints", "sweep", "reproduce", "metrics", nullptr};
 /// The console's own words.
 const char* const own_words[] = {"help", "exit", "quit", nullptr};
 
@@ -81,7 +81,7 @@ char** complete(const char* text, int start, int /*end*/) {
   } else if (completion_client) {
     // Job ids (short form) for the verbs that take one.
     static const char* const takes_id[] = {"show", "logs", "cancel", "why", "checkpoints",
-                                           "reproduce"};
+                                           "reproduce", "metrics"};
     for (auto* v : takes_id)
       if ((*words)[0] == v)
         if (auto r = completion_client->call<list_reply>(verb::list, list_request{"", 200}))
@@ -93,6 +93,8 @@ char** complete(const char* text, int start, int /*end*/) {
 }
 
 expected<std::unique_ptr<client>> connect(const console_options& opt) {
+  if (opt.connector)
+    return opt.connector();
   auto key = find_client_key(opt.token_file, opt.secret_file);
   if (!key)
     return failure{key.error()};
@@ -241,6 +243,13 @@ verb_def add_console(CLI::App& app) {
             opt.tls_dir = ctx.g.tls_dir;
             opt.timeout = std::chrono::milliseconds(static_cast<int64_t>(ctx.g.timeout_s * 1000));
             opt.command = *command;
+            opt.connector = [g = ctx.g]() -> expected<std::unique_ptr<client>> {
+              context fresh;
+              fresh.g = g;
+              if (auto c = fresh.connect(); !c)
+                return failure{c.error()};
+              return std::move(fresh.own);
+            };
             return run_console(opt, &run_cli);
           },
           false, false};

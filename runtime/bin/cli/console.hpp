@@ -5,6 +5,8 @@
 // authenticated connection; `-c CMD` runs one command and exits with its code.
 
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,9 @@ struct console_options {
   std::string tls_dir;
   std::chrono::milliseconds timeout{5000}; ///< to connect to one node
   std::string command; ///< -c: run this and exit
+  /// Opens the connection (and opens it again after a lost one): the CLI's own, so that
+  /// `--address` takes a node's name as every verb does. Unset: the first of `address`.
+  std::function<expected<std::unique_ptr<client>>()> connector;
 };
 
 using cli_function = int (*)(int argc, char** argv, client* shared);

@@ -2,6 +2,8 @@
 // What the verbs print: ages, times, and the JSON forms of the protocol's records.
 #include "runtime/bin/cli/cli.hpp"
 
+#include <cerrno>
+#include <cstdlib>
 #include <ctime>
 
 namespace monkey::cli {
@@ -20,6 +22,22 @@ std::string age(int64_t ms) {
   if (s < 86400)
     return std::to_string(s / 3600) + "h";
   return std::to_string(s / 86400) + "d";
+}
+
+CLI::Validator whole_number(long long lo, long long hi) {
+  auto range = std::to_string(lo) + " to " + std::to_string(hi);
+  return CLI::Validator(
+    [lo, hi, range](std::string& in) -> std::string {
+      errno = 0;
+      char* end = nullptr;
+      long long v = std::strtoll(in.c_str(), &end, 10);
+      if (in.empty() || *end != '\0' || errno == ERANGE)
+        return "a whole number from " + range + " is expected, not '" + in + "'";
+      if (v < lo || v > hi)
+        return "must be from " + range + ", not " + in;
+      return {};
+    },
+    "INT in " + range);
 }
 
 std::string clock_time(int64_t ms) {

@@ -59,9 +59,10 @@ verb_def add_logs(CLI::App& app) {
   s->add_option("ID", o->id, "job id (full or a unique suffix)")->required();
   s->add_flag("-f,--follow", o->follow, "follow until the job ends");
   s->add_flag("--err", o->err, "stderr instead of stdout");
-  s->add_option("--attempt", o->attempt, "attempt number (default: the latest)");
+  s->add_option("--attempt", o->attempt, "attempt number (default: the latest)")
+    ->check(whole_number(0, 1000000));
   s->add_option("--rank", o->rank, "an app job's rank: the log that rank wrote (context::log)")
-    ->check(CLI::Range(0, 4095));
+    ->check(whole_number(0, 4095));
   return {s, [o](context& ctx) { return run_logs(ctx, *o); }};
 }
 

@@ -189,7 +189,7 @@ int run_cli(int argc, char** argv, client* shared) {
                               add_tasks(app),   add_up(app),     add_down(app),
                               add_certs(app),   add_console(app), add_rm(app),
                               add_checkpoints(app), add_sweep(app),
-                              add_reproduce(app)};
+                              add_reproduce(app), add_metrics(app)};
   if (args.size() == 1 && ctx.command.empty()) {
     // No verb at all: what there is to type, not just "a subcommand is required".
     std::fputs(app.help().c_str(), stderr);

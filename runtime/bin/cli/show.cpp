@@ -6,10 +6,45 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 
 namespace monkey::cli {
 
 namespace {
+
+/// After `show --metric KEY`'s series: each rank's summary, and which point the job's
+/// "last" value (what `show` and `jobs` print) is: the newest one written, of any rank.
+void print_rank_summary(const std::vector<metric_point>& series) {
+  struct summary {
+    int64_t count = 0;
+    double first = 0, min = 0, max = 0;
+    const metric_point* last = nullptr;
+  };
+  std::map<int32_t, summary> ranks;
+  const metric_point* newest = nullptr;
+  for (auto& p : series) {
+    auto& s = ranks[p.rank];
+    if (s.count++ == 0)
+      s.first = s.min = s.max = p.value;
+    s.min = std::min(s.min, p.value);
+    s.max = std::max(s.max, p.value);
+    if (!s.last || p.ts_ms >= s.last->ts_ms)
+      s.last = &p;
+    if (!newest || p.ts_ms >= newest->ts_ms)
+      newest = &p;
+  }
+  std::printf("\n");
+  for (auto& [rank, s] : ranks)
+    std::printf("rank %-3d  %lld points; first %.6g, min %.6g, max %.6g, last %.6g (step %lld, "
+                "attempt %d)\n",
+                rank, static_cast<long long>(s.count), s.first, s.min, s.max, s.last->value,
+                static_cast<long long>(s.last->step), s.last->attempt);
+  if (newest)
+    std::printf("last      %.6g is rank %d's (step %lld, attempt %d): the newest point of any "
+                "rank\n",
+                newest->value, newest->rank, static_cast<long long>(newest->step),
+                newest->attempt);
+}
 
 int run_show(context& ctx, const std::string& id, const std::string& metric) {
   auto c = ctx.connect();
@@ -38,6 +73,7 @@ int run_show(context& ctx, const std::string& id, const std::string& metric) {
     for (auto& p : r->series)
       std::printf("%-8lld  %-5d  %-8d  %-19s  %.9g\n", static_cast<long long>(p.step), p.rank,
                   p.attempt, clock_time(p.ts_ms).c_str(), p.value);
+    print_rank_summary(r->series);
     return 0;
   }
   auto names = node_names(ctx);
@@ -152,7 +188,8 @@ verb_def add_show(CLI::App& app) {
   auto* s = app.add_subcommand("show", "a job's record, attempts and metrics (count, first, "
                                        "min, max, last of each)");
   s->add_option("ID", *id, "job id (full or a unique suffix)")->required();
-  s->add_option("--metric", *metric, "print this metric's series, one point a line");
+  s->add_option("--metric", *metric, "print this metric's series, one point a line, then a "
+                                     "summary per rank and which rank the last value is from");
   return {s, [id, metric](context& ctx) { return run_show(ctx, *id, *metric); }};
 }
 

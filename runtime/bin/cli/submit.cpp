@@ -173,13 +173,32 @@ void warn_if_no_room(client& c, const job_spec& spec, const std::vector<job_id>&
   if (!n || ids.empty())
     return;
   int32_t most_cpus = 0, most_gpus = 0;
+  int64_t room = 0; // workers of this size the alive members hold at once, all idle
+  bool fits_one = false;
   for (auto& m : n->members) {
     if (m.state != member_state::alive)
       continue;
-    if (m.cpus >= spec.cpus && m.gpus >= spec.gpus)
-      return;
     most_cpus = std::max(most_cpus, m.cpus);
     most_gpus = std::max(most_gpus, m.gpus);
+    if (m.cpus < spec.cpus || m.gpus < spec.gpus)
+      continue;
+    fits_one = true;
+    int64_t by_cpus = spec.cpus > 0 ? m.cpus / spec.cpus : spec.ranks();
+    int64_t by_gpus = spec.gpus > 0 ? m.gpus / spec.gpus : by_cpus;
+    room += std::min(by_cpus, by_gpus);
+  }
+  if (fits_one) {
+    // A job of several workers starts only when all of them have room at once.
+    if (spec.ranks() > 1 && room < spec.ranks())
+      std::fprintf(stderr,
+                   "monkey: warning: %d workers of %d cpus%s: the alive nodes have room for %lld "
+                   "at once, even idle: the job%s wait%s queued until more nodes join (monkey "
+                   "why %s)\n",
+                   spec.ranks(), spec.cpus,
+                   spec.gpus > 0 ? (" and " + std::to_string(spec.gpus) + " gpus").c_str() : "",
+                   static_cast<long long>(room), ids.size() > 1 ? "s" : "",
+                   ids.size() > 1 ? "" : "s", ids.front().short_str().c_str());
+    return;
   }
   std::string need = std::to_string(spec.cpus) + " cpus"
                      + (spec.gpus > 0 ? " and " + std::to_string(spec.gpus) + " gpus" : "");
@@ -291,19 +310,19 @@ verb_def add_submit(CLI::App& app) {
   s->add_option("--workers", o->workers,
                 "ranks: an app's, or N copies of the command with torchrun's RANK, WORLD_SIZE, "
                 "MASTER_ADDR, ... (cpus, gpus and mem are per worker)")
-    ->check(CLI::Range(1, 4096));
-  s->add_option("--cpus", o->cpus, "CPUs (per worker)")->check(CLI::Range(1, 4096));
-  s->add_option("--gpus", o->gpus, "whole GPUs (per worker)")->check(CLI::Range(0, 64));
+    ->check(whole_number(1, 4096));
+  s->add_option("--cpus", o->cpus, "CPUs (per worker)")->check(whole_number(1, 4096));
+  s->add_option("--gpus", o->gpus, "whole GPUs (per worker)")->check(whole_number(0, 64));
   s->add_option("--gpu-mem", o->gpu_mem, "memory per GPU, e.g. 8G");
   s->add_option("--mem", o->mem, "memory, e.g. 512M");
   s->add_option("--tag", o->tags, "required node tag (repeatable)");
   s->add_option("--retries", o->retries, "more attempts after the job fails")
-    ->check(CLI::Range(0, 1000));
+    ->check(whole_number(0, 1000));
   s->add_option("--retry-backoff", o->backoff,
                 "wait before each retry: FIRST..MOST doubling, e.g. 1s..1m (the default), 5s, "
                 "or 0 for none");
   s->add_option("--max-requeues", o->max_requeues, "attempts lost to node crashes that are requeued")
-    ->check(CLI::Range(0, 1000));
+    ->check(whole_number(0, 1000));
   s->add_option("--timeout", o->timeout, "time limit per attempt, e.g. 90s, 10m, 2h");
   s->add_option("--time-estimate", o->estimate,
                 "how long an attempt is expected to run, for backfill only (nothing is "

@@ -97,9 +97,16 @@ int check_sweep(context& ctx, const std::string& path, int count) {
     std::printf("  %-16s %-10s %s%s\n", p.name.c_str(), sweep::to_string(p.type),
                 range.c_str(), cond.c_str());
   }
+  // The drawn values first: a script that reads them from MONKEY_PARAM_* (no placeholder in
+  // its command) shows nothing of them in its command line.
   std::printf("first trials:\n");
-  for (size_t i = 0; i < first.size(); ++i)
-    std::printf("  %zu: %s\n", i, trial_line(*spec, first[i]).c_str());
+  for (size_t i = 0; i < first.size(); ++i) {
+    std::string drawn;
+    for (auto& [k, v] : first[i])
+      drawn += (drawn.empty() ? "" : " ") + k + "=" + v;
+    std::printf("  %zu: %s\n     %s\n", i, drawn.empty() ? "(no parameters)" : drawn.c_str(),
+                trial_line(*spec, first[i]).c_str());
+  }
   return 0;
 }
 
@@ -359,6 +366,8 @@ int start_sweep(context& ctx, const std::string& path, bool wait) {
     spec.workdir = "/";
   spec.user = current_user();
   spec.host = current_host();
+  spec.env["MONKEY_SWEEP_USER"] = spec.user; // the trials record them too
+  spec.env["MONKEY_SWEEP_HOST"] = spec.host;
   // What every trial records to be run again (`monkey reproduce`): the code the sweep
   // started from, on this machine.
   std::vector<std::string> trial_cmd = file->spec.trial.command;

@@ -6,20 +6,62 @@
 
 namespace monkey::cli {
 
+namespace {
+
+int print_tree(client& c) {
+  auto body = c.call(verb::tree, std::string{});
+  if (!body)
+    return fail("tree: " + body.error());
+  auto t = decode<tree_node>(*body, "tree");
+  if (!t)
+    return fail("tree: " + t.error());
+  std::fputs(render_tree(*t).c_str(), stdout);
+  return 0;
+}
+
+/// `tree NODE`: the member named so (a name, a node id or its unique prefix), asked over a
+/// connection of its own (the console's goes to one node).
+int tree_of(context& ctx, const std::string& node) {
+  auto c = ctx.connect();
+  if (!c)
+    return fail(c.error());
+  auto n = (*c)->call<nodes_reply>(verb::nodes, std::string{});
+  if (!n)
+    return fail("tree: " + n.error());
+  auto hits = find_members(n->members, node);
+  if (hits.size() != 1) {
+    std::string names;
+    for (auto& m : n->members)
+      names += (names.empty() ? "" : ", ") + (m.name.empty() ? m.node : m.name);
+    return fail("tree: " + node + ": " + (hits.empty() ? "no node of that name" : "ambiguous")
+                + " (nodes: " + names + ")");
+  }
+  if (hits[0]->node == n->self)
+    return print_tree(**c);
+  context other;
+  other.g = ctx.g;
+  other.g.address = hits[0]->address;
+  auto oc = other.connect();
+  if (!oc)
+    return fail("tree: " + node + " (" + hits[0]->address + ", " + to_string(hits[0]->state)
+                + "): " + oc.error());
+  return print_tree(**oc);
+}
+
+} // namespace
+
 verb_def add_tree(CLI::App& app) {
-  auto* s = app.add_subcommand("tree", "the node's live supervision tree with restart counts");
-  return {s, [](context& ctx) {
+  auto node = std::make_shared<std::string>();
+  auto* s = app.add_subcommand("tree", "a node's live supervision tree with restart counts "
+                                       "(the answering node's, or NODE's)");
+  s->add_option("NODE", *node, "a member's name or node id (monkey nodes)");
+  return {s, [node](context& ctx) {
+            if (!node->empty())
+              return tree_of(ctx, *node);
             auto c = ctx.connect();
             if (!c)
               return fail(c.error());
-            auto body = (*c)->call(verb::tree, std::string{});
-            if (!body)
-              return fail("tree: " + body.error());
-            auto t = decode<tree_node>(*body, "tree");
-            if (!t)
-              return fail("tree: " + t.error());
-            std::fputs(render_tree(*t).c_str(), stdout);
-            return 0;
+            return print_tree(**c);
           }};
 }
 

@@ -6,7 +6,7 @@ live node. Real nodes, real app hosts, real kill -9."""
 import json
 import os
 
-from harness import check, kill9_a_part_host, node_ids, nodes_up, points, run, wait_until
+from harness import SLOWDOWN, check, kill9_a_part_host, node_ids, nodes_up, points, run, wait_until
 
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ckpt_job.py")
 
@@ -54,11 +54,13 @@ def gang_policy_across_nodes_resumes(c):
     the owner start the whole gang again as a new attempt (no retry charged), and every
     rank resumes from the newest complete checkpoint."""
     nodes_up(c, 2)
+    # Slow enough that the kill lands while it runs (SLOWDOWN: under a sanitizer the polls
+    # take seconds, and a 4.5 s gang had ended before the kill).
     job = c.submit("--app", "hello", "--workers", "4", "--set", "steps=30", "--set",
-                   "step_ms=150", "--set", "checkpoint_every=5")
+                   f"step_ms={round(150 * SLOWDOWN)}", "--set", "checkpoint_every=5")
     s = wait_until(lambda: (lambda s: s if s["state"] == "running"
                             and any(p["step"] >= 12 for p in points(c, job, "pi"))
-                            else None)(c.show(job)), 60, "the gang to pass step 12")
+                            else None)(c.show(job)), 60 * SLOWDOWN, "the gang to pass step 12")
     at = s["attempts"][-1]
     host = next(h for h in at["hosts"] if h.endswith(":2-3")).rsplit(":", 1)[0]
     ids = node_ids(c)
@@ -67,7 +69,7 @@ def gang_policy_across_nodes_resumes(c):
     r = c.monkey("kill", f"core/coordinator/worker-{job[16:]}-{at['number']}/rank-2", env=env,
                  check_rc=False)
     check(r.returncode == 0 and "whole gang" in r.stdout, f"kill: {r.stdout} {r.stderr}")
-    s = c.wait_final(job, 120)
+    s = c.wait_final(job, 120 * SLOWDOWN)
     check(s["state"] == "succeeded" and len(s["attempts"]) == 2, f"two attempts: {s}")
     first = s["attempts"][0]
     check("gang policy" in first["cause"], f"the first attempt says why it ended: {first}")

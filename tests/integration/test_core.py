@@ -311,11 +311,13 @@ def final_while_holder_frozen(c):
     ids = [n["id"] for n in nodes]
     a, b, third = nodes
     key = key_for(ids, ids[0], ids[1])  # owner a, second holder b
-    jid = c.monkey("submit", "--address", a["address"], "--key", key, "--", "sleep", "1"
-                   ).stdout.strip().splitlines()[-1]
+    # It runs long enough to be seen running by a `show` (one takes a second or more under
+    # a sanitizer: a 1 s job had ended unseen).
+    jid = c.monkey("submit", "--address", a["address"], "--key", key, "--", "sleep",
+                   str(round(SLOWDOWN))).stdout.strip().splitlines()[-1]
     show = lambda n: json.loads(c.monkey("show", jid, "--json", "--address", n["address"],
-                                         timeout=30).stdout)
-    wait_until(lambda: show(a)["state"] == "running", 30, "the job to run")
+                                         timeout=30 * SLOWDOWN).stdout)
+    wait_until(lambda: show(a)["state"] == "running", 30 * SLOWDOWN, "the job to run")
     os.kill(b["pid"], signal.SIGSTOP)
     try:
         done = wait_until(lambda: (lambda s: s if s["state"] in FINALS else None)(show(a)), 60,

@@ -7,7 +7,7 @@ import os
 import subprocess
 import time
 
-from harness import check, node_ids, points, run, wait_until
+from harness import SLOWDOWN, check, node_ids, points, run, wait_until
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gang_check.py")
 
@@ -154,14 +154,17 @@ def competing_gangs_in_order(c):
     """Gangs that each need the whole cluster run one after the other in the gang order:
     the higher priority first, then the earlier submitted; every one finishes."""
     two_nodes(c)
+    # The first gang must still run when the last of the others is queued: each submit
+    # takes a second or more under a sanitizer (SLOWDOWN), and a 2 s gang had ended first.
     first = c.submit("--app", "hello", "--workers", "4", "--set", "steps=10", "--set",
-                     "step_ms=200")
-    wait_until(lambda: c.show(first)["state"] == "running", 30, "the first gang to run")
+                     f"step_ms={round(200 * SLOWDOWN)}")
+    wait_until(lambda: c.show(first)["state"] == "running", 30 * SLOWDOWN, "the first gang to run")
     low = c.submit("--app", "hello", "--workers", "4", "--set", "steps=3")
     time.sleep(0.3)
     high = c.submit("--app", "hello", "--workers", "4", "--set", "steps=3", "--priority", "5")
     time.sleep(0.3)
     later = c.submit("--app", "hello", "--workers", "4", "--set", "steps=3")
+    check(c.show(first)["state"] == "running", "precondition: the first gang still runs")
     jobs = [first, low, high, later]
     for j in jobs:
         check(c.wait_final(j, 180)["state"] == "succeeded", f"gang {j} finished")
@@ -177,17 +180,20 @@ def time_estimate_backfills(c):
     holds the reservation, a job with --time-estimate that ends before it starts at once;
     one with neither a timeout nor an estimate waits, saying why."""
     c.start("n1", "--cpus", "2")
-    first = c.submit("--cpus", "1", "--timeout", "8s", "--", "sleep", "5")
-    wait_until(lambda: c.show(first)["state"] == "running", 20, "the first job to run")
+    # The first job runs until `why` has asked about the plain one (SLOWDOWN: the CLI calls
+    # take seconds under a sanitizer, and a 5 s job had ended by then).
+    first = c.submit("--cpus", "1", "--timeout", f"{round(8 * SLOWDOWN)}s", "--", "sleep",
+                     str(round(5 * SLOWDOWN)))
+    wait_until(lambda: c.show(first)["state"] == "running", 20 * SLOWDOWN, "the first job to run")
     big = c.submit("--cpus", "2", "--", "sleep", "1")
     short = c.submit("--cpus", "1", "--time-estimate", "2s", "--", "sleep", "1")
     plain = c.submit("--cpus", "1", "--", "sleep", "1")
-    s = c.wait_final(short, 30)
+    s = c.wait_final(short, 30 * SLOWDOWN)
     check(s["state"] == "succeeded", f"the estimated job ran: {s}")
     why = c.monkey("why", plain).stdout
     check("backfill needs a timeout or a time estimate" in why, f"why: {why}")
     for j in (first, big, plain):
-        check(c.wait_final(j, 60)["state"] == "succeeded", f"{j} finished")
+        check(c.wait_final(j, 60 * SLOWDOWN)["state"] == "succeeded", f"{j} finished")
     at = {j: c.show(j)["attempts"][-1] for j in (first, big, short, plain)}
     check(at[short]["started_ms"] < at[first]["ended_ms"],
           "the job with an estimate backfilled while the first one ran")

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import MONKEY, check, node_ids, nodes_up, points, run, wait_until
+from harness import MONKEY, SLOWDOWN, check, node_ids, nodes_up, points, run, wait_until
 
 # A trial: accuracy climbs towards x along 1 - exp(-step/2), one point per step; it saves
 # nothing and ends after MAX_T steps (or when stopped: SIGTERM ends it at once).
@@ -243,18 +243,20 @@ def sweep_through(c, nodes, seed, trials, max_t, act, what):
     record, its trials, and those that had finished before `act`."""
     nodes_up(c, nodes)
     tmp = tempfile.mkdtemp(dir=c.home)
-    path = sweep_files(tmp, f"{{name: random, seed: {seed}}}", f"{{trials: {trials}}}", 2, 0.3,
-                       max_t=max_t)
+    # The trials pause longer under a sanitizer (SLOWDOWN), whose polls take seconds: else the
+    # sweep can end before `act`, and "the optimizer ran again" fails for want of an act.
+    path = sweep_files(tmp, f"{{name: random, seed: {seed}}}", f"{{trials: {trials}}}", 2,
+                       0.3 * SLOWDOWN, max_t=max_t)
     sweep = c.monkey("sweep", "start", path).stdout.strip()
-    wait_until(lambda: sum(t["state"] == "succeeded" for t in trials_of(c, sweep)) >= 2, 90,
-               "two trials to finish")
+    wait_until(lambda: sum(t["state"] == "succeeded" for t in trials_of(c, sweep)) >= 2,
+               90 * SLOWDOWN, "two trials to finish")
     before = {t["trial"]: t["id"] for t in trials_of(c, sweep) if t["state"] == "succeeded"}
     ids = node_ids(c)
     host = next(n for n, i in ids.items() if i == c.show(sweep)["attempts"][-1]["node"])
     act(host)
     end = wait_until(lambda: (lambda s: s if s["state"] in ("succeeded", "failed", "cancelled",
                                                              "lost") else None)(c.show(sweep)),
-                     180, f"the sweep to finish after {what}")
+                     180 * SLOWDOWN, f"the sweep to finish after {what}")
     check(end["state"] == "succeeded", f"driver: {end['state']} {end.get('reason')}")
     check(len(end["attempts"]) >= 2, "the optimizer ran again")
     runs = trials_of(c, sweep)

@@ -155,9 +155,10 @@ def competing_gangs_in_order(c):
     the higher priority first, then the earlier submitted; every one finishes."""
     two_nodes(c)
     # The first gang must still run when the last of the others is queued: each submit
-    # takes a second or more under a sanitizer (SLOWDOWN), and a 2 s gang had ended first.
+    # takes a second or more under a sanitizer (SLOWDOWN), and a 2 s gang had ended first
+    # (an 8 s one too, with other tests beside it).
     first = c.submit("--app", "hello", "--workers", "4", "--set", "steps=10", "--set",
-                     f"step_ms={round(200 * SLOWDOWN)}")
+                     f"step_ms={round(500 * SLOWDOWN)}")
     wait_until(lambda: c.show(first)["state"] == "running", 30 * SLOWDOWN, "the first gang to run")
     low = c.submit("--app", "hello", "--workers", "4", "--set", "steps=3")
     time.sleep(0.3)

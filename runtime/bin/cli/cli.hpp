@@ -49,6 +49,10 @@ struct context {
 
 using runner = std::function<int(context&)>;
 
+/// The one member of `members` that `name` names (a name, a node id or its unique prefix),
+/// else why not: "no node of that name (nodes: n1, n2, n3)" or "ambiguous (nodes: …)".
+expected<const member*> one_member(const std::vector<member>& members, const std::string& name);
+
 /// An integer option's check, run on the text before CLI11 converts it: "--cpus: a whole
 /// number from 1 to 4096 is expected, not 'abc'" (CLI11's own Range says "not in range").
 CLI::Validator whole_number(long long lo, long long hi);

@@ -36,18 +36,15 @@ expected<client*> context::connect() {
     auto n = (*c)->call<nodes_reply>(verb::nodes, std::string{});
     if (!n)
       return failure{"--address " + g.address + ": " + n.error()};
-    auto hits = find_members(n->members, g.address);
-    if (hits.size() != 1) {
-      std::string names;
-      for (auto& m : n->members)
-        names += (names.empty() ? "" : ", ") + (m.name.empty() ? m.node : m.name);
-      return failure{"--address " + g.address + ": "
-                     + (hits.empty() ? "no node of that name" : "ambiguous") + " (nodes: "
-                     + names + "; or give HOST:PORT)"};
+    auto hit = one_member(n->members, g.address);
+    if (!hit) {
+      auto why = hit.error();
+      return failure{"--address " + g.address + ": " + why.insert(why.size() - 1,
+                                                                   "; or give HOST:PORT")};
     }
-    if (hits[0]->node != n->self) {
-      auto address = hits[0]->address;
-      auto state = hits[0]->state;
+    if ((*hit)->node != n->self) {
+      auto address = (*hit)->address;
+      auto state = (*hit)->state;
       c = client::connect({address}, credentials{*key}, tls, timeout);
       if (!c)
         return failure{"--address " + g.address + " (" + address + ", " + to_string(state)
@@ -56,6 +53,17 @@ expected<client*> context::connect() {
   }
   own = std::move(*c);
   return own.get();
+}
+
+expected<const member*> one_member(const std::vector<member>& members, const std::string& name) {
+  auto hits = find_members(members, name);
+  if (hits.size() == 1)
+    return hits[0];
+  std::string names;
+  for (auto& m : members)
+    names += (names.empty() ? "" : ", ") + (m.name.empty() ? m.node : m.name);
+  return failure{std::string(hits.empty() ? "no node of that name" : "ambiguous") + " (nodes: "
+                 + names + ")"};
 }
 
 namespace {

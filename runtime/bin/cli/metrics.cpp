@@ -3,6 +3,8 @@
 // the columns job, attempt, rank, step, time, key, value (docs/cli.md, "Metrics").
 #include "runtime/bin/cli/cli.hpp"
 
+#include "runtime/sweep/space.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -25,17 +27,6 @@ std::string utc_time(int64_t ms) {
   char out[48];
   std::snprintf(out, sizeof(out), "%s.%03dZ", buf, static_cast<int>(ms % 1000));
   return out;
-}
-
-/// A value as the shortest text that reads back the same double.
-std::string exact(double v) {
-  char buf[40];
-  for (int digits = 6; digits <= 17; ++digits) {
-    std::snprintf(buf, sizeof(buf), "%.*g", digits, v);
-    if (std::strtod(buf, nullptr) == v)
-      break;
-  }
-  return buf;
 }
 
 /// A CSV field: quoted when it holds a comma, a quote or a line break.
@@ -116,7 +107,7 @@ int run_metrics(context& ctx, const std::string& id, const std::vector<std::stri
       std::cout << "job,attempt,rank,step,time,key,value\n";
       for (auto& p : rows)
         std::cout << job << ',' << p.attempt << ',' << p.rank << ',' << p.step << ','
-                  << utc_time(p.ts_ms) << ',' << csv_field(p.key) << ',' << exact(p.value)
+                  << utc_time(p.ts_ms) << ',' << csv_field(p.key) << ',' << sweep::value_text(p.value)
                   << "\n";
       break;
     case metric_format::table:
@@ -129,7 +120,7 @@ int run_metrics(context& ctx, const std::string& id, const std::vector<std::stri
       for (auto& p : rows)
         std::printf("%-7d  %-4d  %-8lld  %-24s  %-16s  %s\n", p.attempt, p.rank,
                     static_cast<long long>(p.step), utc_time(p.ts_ms).c_str(), p.key.c_str(),
-                    exact(p.value).c_str());
+                    sweep::value_text(p.value).c_str());
       break;
   }
   std::cout.flush();

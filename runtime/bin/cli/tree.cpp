@@ -28,22 +28,17 @@ int tree_of(context& ctx, const std::string& node) {
   auto n = (*c)->call<nodes_reply>(verb::nodes, std::string{});
   if (!n)
     return fail("tree: " + n.error());
-  auto hits = find_members(n->members, node);
-  if (hits.size() != 1) {
-    std::string names;
-    for (auto& m : n->members)
-      names += (names.empty() ? "" : ", ") + (m.name.empty() ? m.node : m.name);
-    return fail("tree: " + node + ": " + (hits.empty() ? "no node of that name" : "ambiguous")
-                + " (nodes: " + names + ")");
-  }
-  if (hits[0]->node == n->self)
+  auto hit = one_member(n->members, node);
+  if (!hit)
+    return fail("tree: " + node + ": " + hit.error());
+  if ((*hit)->node == n->self)
     return print_tree(**c);
   context other;
   other.g = ctx.g;
-  other.g.address = hits[0]->address;
+  other.g.address = (*hit)->address;
   auto oc = other.connect();
   if (!oc)
-    return fail("tree: " + node + " (" + hits[0]->address + ", " + to_string(hits[0]->state)
+    return fail("tree: " + node + " (" + (*hit)->address + ", " + to_string((*hit)->state)
                 + "): " + oc.error());
   return print_tree(**oc);
 }

@@ -610,6 +610,73 @@ caf::result<std::string> on_ship_have(checkpoints_actor* self, ship_have_request
   return rp;
 }
 
+/// Bytes [offset, offset + max) of the stored blob `sha` (fetched from a member that holds
+/// it when this node does not): `monkey reproduce ID --diff` reads a job's diff this way.
+expected<ship_get_reply> read_blob(ckpt::store& store, const ckpt::tls_ptr& tls,
+                                   const ship_get_request& req, const bundle_sources& src) {
+  auto piece = local_bundle(store, req.sha256);
+  std::string why = "no alive member holds it";
+  if (!piece && src.piece)
+    for (auto& [endpoint, ticket] : src.offers) {
+      auto got = ckpt::pull(store, endpoint, ticket, *src.piece, tls);
+      if (got) {
+        piece = *got;
+        break;
+      }
+      why = got.error();
+    }
+  if (!piece)
+    return failure{"blob " + req.sha256.substr(0, 12) + " could not be fetched: " + why};
+  auto path = store.dir_of(*piece) + "/" + bundle_file;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return failure{"cannot read " + path + ": " + std::strerror(errno)};
+  ship_get_reply out;
+  out.total = piece->bytes();
+  if (req.offset < out.total) {
+    out.data.resize(static_cast<size_t>(std::min<uint64_t>(req.max, out.total - req.offset)));
+    size_t got = 0;
+    while (got < out.data.size()) {
+      auto n = ::pread(fd, out.data.data() + got, out.data.size() - got,
+                       static_cast<off_t>(req.offset + got));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        break;
+      got += static_cast<size_t>(n);
+    }
+    out.data.resize(got);
+  }
+  ::close(fd);
+  return out;
+}
+
+caf::result<std::string> on_ship_get(checkpoints_actor* self, ship_get_request req) {
+  if (!is_sha256(req.sha256))
+    return make_error(errc::bad_request, "ship get: '" + req.sha256 + "' is not a SHA-256");
+  req.max = std::min<uint64_t>(req.max, 1 << 20);
+  auto rp = self->make_response_promise<std::string>();
+  auto& st = self->state;
+  std::vector<std::string> wanted;
+  if (!local_bundle(*st.store, req.sha256))
+    wanted.push_back(req.sha256);
+  find_bundles(self, wanted, [=](std::map<std::string, bundle_sources> found) mutable {
+    auto& st = self->state;
+    offload<expected<ship_get_reply>>(
+      self,
+      [store = st.store, tls = st.tls, req, src = found[req.sha256]] {
+        return read_blob(*store, tls, req, src);
+      },
+      [=](expected<ship_get_reply>& done) mutable {
+        if (done)
+          rp.deliver(encode(*done));
+        else
+          rp.deliver(make_error(errc::not_found, "ship get: " + done.error()));
+      });
+  });
+  return rp;
+}
+
 /// Fetches the bundles this node lacks, then unpacks every one under the destination.
 expected<ship_unpacked> unpack_all(ckpt::store& store, const ckpt::tls_ptr& tls,
                                    const ship_unpack_args& args,
@@ -702,6 +769,12 @@ caf::result<std::string> on_envelope(checkpoints_actor* self, const envelope& en
       if (!req)
         return make_error(errc::bad_request, req.error());
       return on_ship_put(self, std::move(*req));
+    }
+    case verb::ship_get: {
+      auto req = decode<ship_get_request>(env.body, "ship get");
+      if (!req)
+        return make_error(errc::bad_request, req.error());
+      return on_ship_get(self, std::move(*req));
     }
     default:
       return make_error(errc::bad_request, "the checkpoints actor does not answer verb "

@@ -18,9 +18,10 @@
 //                                                        store's entries unwritten that long)
 //   (store_drop, vector<string>)                        (entries no job refers to: removed)
 //   envelopes: peer_ckpt_push, peer_ckpt_list           (other nodes)
-//              ship_have, ship_put                      (clients: shipped bundles)
+//              ship_have, ship_put, ship_get            (clients: shipped bundles, diffs)
 // Shipped bundles (docs/shipping.md) are pieces of the pseudo-job "ship-<sha256>" (step 0,
-// one file "bundle"), so they are stored, listed, pushed and pulled as checkpoints are.
+// one file "bundle"), so they are stored, listed, pushed and pulled as checkpoints are. A
+// job's uncommitted diff (docs/reproduce.md) is stored the same way, once per distinct diff.
 
 #include <cstdint>
 #include <string>

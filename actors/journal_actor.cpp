@@ -20,10 +20,15 @@ struct journal_state {
   std::vector<caf::response_promise> waiting;
   bool flush_queued = false;
   bool metric_flush_queued = false;
+  uint64_t commits = 0;      ///< successful commits so far
+  bool trim_queued = false;  ///< a wal_trim is on its way
   static inline const char* name = "journal";
 };
 
 using journal_actor = caf::stateful_actor<journal_state>;
+
+/// How long writes pause before the write-ahead log is truncated.
+constexpr auto wal_trim_after = std::chrono::seconds(2);
 
 /// A read's answer: the store's value, or journal_failure naming `what` and the problem.
 template <class R, class T>
@@ -56,6 +61,12 @@ void commit(journal_actor* self) {
   }
   SPDLOG_LOGGER_DEBUG(st.log, "committed {} records, {} metrics, {} writers", batch.records.size(),
                       batch.metrics.size(), waiting.size());
+  // Once writes pause, the write-ahead log is folded into the database and truncated.
+  ++st.commits;
+  if (!st.trim_queued) {
+    st.trim_queued = true;
+    self->delayed_send(self, wal_trim_after, atoms::wal_trim::value, st.commits);
+  }
   for (auto& rp : waiting)
     rp.deliver(true);
 }
@@ -102,6 +113,17 @@ caf::behavior journal_impl(journal_actor* self, std::shared_ptr<journal> store) 
     [=](atoms::flush, bool) {
       commit(self); // a synchronous flush, asked for at shutdown
       return true;
+    },
+    [=](atoms::wal_trim, uint64_t seen) {
+      auto& st = self->state;
+      st.trim_queued = false;
+      if (st.commits != seen || !st.pending.empty()) { // still writing: look again later
+        st.trim_queued = true;
+        self->delayed_send(self, wal_trim_after, atoms::wal_trim::value, st.commits);
+        return;
+      }
+      if (auto done = st.store->checkpoint(); !done)
+        st.log->warn("cannot truncate the write-ahead log: {}", done.error());
     },
     [=](atoms::load) -> caf::result<record_list> {
       commit(self); // a restarted coordinator must see every write received so far

@@ -17,6 +17,8 @@
 //   (metric_sum, job_id, key, limit) → vector<metric_point> (the key's points in order)
 //   (metric_sum, vector<job_id>, limit) → vector<metric_point> (every point of the jobs)
 //   (compact, int64_t cutoff_ms)    → size_t (jobs removed)
+//   (wal_trim, uint64_t commits)    to itself, 2 s after a commit: when no commit came since,
+//                                   the write-ahead log is checkpointed and truncated
 
 #include <memory>
 

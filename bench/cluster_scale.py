@@ -15,18 +15,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../tests/integration"))
-from harness import BIN, Cluster  # noqa: E402
+from harness import BIN, Cluster, rss_mb  # noqa: E402
 
 NODES = int(sys.argv[1]) if len(sys.argv) > 1 else 50
 SUBMITS = int(sys.argv[2]) if len(sys.argv) > 2 else 300
-
-
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return 0.0
 
 
 def scale():

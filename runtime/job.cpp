@@ -379,6 +379,11 @@ std::vector<std::string> store_entries_of(const job_record& rec) {
     out.push_back(from->str());
   for (auto& s : rec.spec.ship)
     out.push_back(ship_store_entry(s.sha256));
+  // Its uncommitted diff, stored once in the cluster (provenance.hpp: diff_is_stored).
+  auto& p = rec.spec.provenance;
+  if (auto st = p.find("git_diff_stored"), sha = p.find("git_diff_sha256");
+      st != p.end() && st->second == "yes" && sha != p.end())
+    out.push_back(ship_store_entry(sha->second));
   return out;
 }
 

@@ -243,4 +243,11 @@ TEST_CASE("a record keeps its own checkpoints, those it starts from and its bund
         == std::vector<std::string>{rec.id.str(), from.str(), "ship-" + w.sha256,
                                     "ship-" + d.sha256});
   CHECK(ship_store_entry(w.sha256) == "ship-" + w.sha256);
+  // Its uncommitted diff, when stored in the cluster (only then: an inline diff is no entry).
+  rec.spec.ship.clear();
+  rec.spec.provenance["git_diff_sha256"] = std::string(64, 'c');
+  CHECK(store_entries_of(rec) == std::vector<std::string>{rec.id.str(), from.str()});
+  rec.spec.provenance["git_diff_stored"] = "yes";
+  CHECK(store_entries_of(rec) == std::vector<std::string>{rec.id.str(), from.str(),
+                                                          "ship-" + std::string(64, 'c')});
 }

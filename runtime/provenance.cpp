@@ -93,8 +93,22 @@ std::string sha256_hex(const std::string& data) {
   return out;
 }
 
+void keep_diff_inline(provenance_map& p, std::string diff) {
+  if (diff.size() > max_recorded_diff) {
+    diff.resize(max_recorded_diff);
+    p["git_diff_truncated"] = "yes";
+  }
+  p["git_diff"] = std::move(diff);
+}
+
+bool diff_is_stored(const provenance_map& p) {
+  auto it = p.find("git_diff_stored");
+  return it != p.end() && it->second == "yes" && p.count("git_diff_sha256");
+}
+
 provenance_map collect_provenance(const std::string& workdir,
-                                  const std::vector<std::string>& command) {
+                                  const std::vector<std::string>& command,
+                                  std::string* whole_diff) {
   provenance_map p;
   p["monkey_version"] = MONKEY_VERSION;
   std::string out;
@@ -111,11 +125,10 @@ provenance_map collect_provenance(const std::string& workdir,
     p["git_dirty"] = diff.empty() ? "no" : "yes";
     if (!diff.empty()) {
       p["git_diff_sha256"] = sha256_hex(diff);
-      if (diff.size() > max_recorded_diff) {
-        diff.resize(max_recorded_diff);
-        p["git_diff_truncated"] = "yes";
-      }
-      p["git_diff"] = diff;
+      if (whole_diff)
+        *whole_diff = std::move(diff);
+      else
+        keep_diff_inline(p, std::move(diff));
     }
   }
   if (!command.empty() && command.front().find("python") != std::string::npos

@@ -21,10 +21,21 @@ using provenance_map = std::map<std::string, std::string>;
 constexpr size_t max_recorded_diff = 64 * 1024;
 
 /// What `workdir` and `command` say now: keys `monkey_version`, and when `workdir` is in a
-/// git work tree `git_commit`, `git_dirty` ("yes"/"no"), `git_diff_sha256`, `git_diff`
-/// (`git_diff_truncated`: "yes" when cut), and `python` for a command run by python.
+/// git work tree `git_commit`, `git_dirty` ("yes"/"no"), `git_diff_sha256`, and `python` for
+/// a command run by python. The uncommitted diff itself goes to `*whole_diff` when given
+/// (the client stores it once in the cluster, content-addressed: `git_diff_stored`), else
+/// into the record (`keep_diff_inline`).
 provenance_map collect_provenance(const std::string& workdir,
-                                  const std::vector<std::string>& command);
+                                  const std::vector<std::string>& command,
+                                  std::string* whole_diff = nullptr);
+
+/// Puts `diff` into the record itself: `git_diff`, cut at `max_recorded_diff` bytes
+/// (`git_diff_truncated`: "yes"). For a cluster that could not store it.
+void keep_diff_inline(provenance_map& p, std::string diff);
+
+/// Whether the record's diff is stored in the cluster under `git_diff_sha256` (the
+/// checkpoint store's entry `ship-<sha256>`: `monkey reproduce ID --diff` fetches it).
+bool diff_is_stored(const provenance_map& p);
 
 /// One sentence per difference that may change the result: another commit, other
 /// uncommitted changes, no git tree any more, another Monkey or Python version.

@@ -44,6 +44,16 @@ TEST_CASE("a job's provenance: commit, uncommitted changes and their diff", "[pr
   CHECK(dirty.at("git_dirty") == "yes");
   CHECK(dirty.at("git_diff").find("+two") != std::string::npos);
   CHECK(dirty.at("git_diff_sha256") == sha256_hex(dirty.at("git_diff")));
+  // The whole diff apart (for the cluster's content-addressed store): the record keeps
+  // only its hash, the same hash as above.
+  std::string whole;
+  auto apart = collect_provenance(dir, {}, &whole);
+  CHECK(apart.count("git_diff") == 0);
+  CHECK(whole == dirty.at("git_diff"));
+  CHECK(apart.at("git_diff_sha256") == sha256_hex(whole));
+  CHECK_FALSE(diff_is_stored(apart));
+  apart["git_diff_stored"] = "yes";
+  CHECK(diff_is_stored(apart));
   auto changes = provenance_changes(clean, dirty);
   REQUIRE(changes.size() == 1);
   CHECK(changes[0] == "code: the working directory has uncommitted changes it did not have");
@@ -65,6 +75,16 @@ TEST_CASE("a job's provenance: commit, uncommitted changes and their diff", "[pr
   v["monkey_version"] = "0.0.1";
   CHECK(provenance_changes(v, clean).at(0).find("monkey version: 0.0.1 then") == 0);
   std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("a diff kept in the record is cut at the limit and says so", "[provenance]") {
+  provenance_map small, big;
+  keep_diff_inline(small, "+x\n");
+  CHECK(small.at("git_diff") == "+x\n");
+  CHECK(small.count("git_diff_truncated") == 0);
+  keep_diff_inline(big, std::string(max_recorded_diff + 10, 'd'));
+  CHECK(big.at("git_diff").size() == max_recorded_diff);
+  CHECK(big.at("git_diff_truncated") == "yes");
 }
 
 TEST_CASE("sha256 of known inputs", "[provenance]") {

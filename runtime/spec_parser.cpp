@@ -19,24 +19,25 @@ using yaml::reader;
 void parse_resources(const reader& r, const YAML::Node& n, job_spec& s) {
   if (!n.IsMap())
     r.fail(n, "resources", std::string("expected a mapping, got a ") + reader::kind(n));
-  for (auto it = n.begin(); it != n.end(); ++it) {
-    auto key = r.scalar(it->first, "resources");
-    YAML::Node v = it->second; // a handle: it->second lives only as long as the expression
-    auto field = "resources." + key;
-    if (key == "cpus")
-      s.cpus = static_cast<int32_t>(r.integer(v, field, 1, 4096));
-    else if (key == "gpus")
-      s.gpus = static_cast<int32_t>(r.integer(v, field, 0, 64));
-    else if (key == "mem" || key == "gpu_mem") {
-      auto mb = parse_memory_mb(r.scalar(v, field));
-      if (!mb)
-        r.fail(v, field, mb.error());
-      (key == "mem" ? s.mem_mb : s.gpu_mem_mb) = *mb;
-    } else if (key == "tags")
-      s.tags = r.string_list(v, field);
-    else
-      r.fail(it->first, field, "unknown field (known: cpus, gpus, gpu_mem, mem, tags)");
-  }
+  for (auto it = n.begin(); it != n.end(); ++it)
+    r.guard([&] { // each field's problem is reported, and the next field read
+      auto key = r.scalar(it->first, "resources");
+      YAML::Node v = it->second; // a handle: it->second lives only as long as the expression
+      auto field = "resources." + key;
+      if (key == "cpus")
+        s.cpus = static_cast<int32_t>(r.integer(v, field, 1, 4096));
+      else if (key == "gpus")
+        s.gpus = static_cast<int32_t>(r.integer(v, field, 0, 64));
+      else if (key == "mem" || key == "gpu_mem") {
+        auto mb = parse_memory_mb(r.scalar(v, field));
+        if (!mb)
+          r.fail(v, field, mb.error());
+        (key == "mem" ? s.mem_mb : s.gpu_mem_mb) = *mb;
+      } else if (key == "tags")
+        s.tags = r.string_list(v, field);
+      else
+        r.fail(it->first, field, "unknown field (known: cpus, gpus, gpu_mem, mem, tags)");
+    });
 }
 
 job_spec parse_node(const reader& r, const YAML::Node& root, ship_intent& ship) {
@@ -44,95 +45,102 @@ job_spec parse_node(const reader& r, const YAML::Node& root, ship_intent& ship) 
     r.fail(root, "spec", std::string("expected a mapping at the top level, got a ")
                            + reader::kind(root));
   job_spec s;
-  for (auto it = root.begin(); it != root.end(); ++it) {
-    auto key = r.scalar(it->first, "spec");
-    YAML::Node v = it->second; // a handle: it->second lives only as long as the expression
-    if (key == "name")
-      s.name = r.scalar(v, key);
-    else if (key == "command") {
-      if (v.IsScalar())
-        r.fail(v, key, "expected a list of arguments (argv), e.g. [python3, train.py]");
-      s.command = r.string_list(v, key);
-      if (s.command.empty())
-        r.fail(v, key, "empty list");
-    } else if (key == "app")
-      s.app = r.scalar(v, key);
-    else if (key == "params")
-      s.params = r.string_map(v, key);
-    else if (key == "resources")
-      parse_resources(r, v, s);
-    else if (key == "retries")
-      s.retries = static_cast<int32_t>(r.integer(v, key, 0, 1000));
-    else if (key == "max_requeues")
-      s.max_requeues = static_cast<int32_t>(r.integer(v, key, 0, 1000));
-    else if (key == "timeout") {
-      auto d = parse_duration_s(r.scalar(v, key));
-      if (!d)
-        r.fail(v, key, d.error());
-      s.timeout_s = *d;
-    } else if (key == "time_estimate") {
-      auto d = parse_duration_s(r.scalar(v, key));
-      if (!d)
-        r.fail(v, key, d.error());
-      s.time_estimate_s = *d;
-    } else if (key == "retry_backoff") {
-      auto b = parse_backoff(r.scalar(v, key));
-      if (!b)
-        r.fail(v, key, b.error());
-      s.retry_backoff_s = b->first;
-      s.retry_backoff_max_s = b->second;
-    } else if (key == "priority")
-      s.priority = static_cast<int32_t>(r.integer(v, key, -1000000, 1000000));
-    else if (key == "workdir")
-      s.workdir = r.scalar(v, key);
-    else if (key == "env")
-      s.env = r.string_map(v, key);
-    else if (key == "seed") {
-      auto text = r.scalar(v, key);
-      char* end = nullptr;
-      errno = 0;
-      auto val = std::strtoull(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || errno == ERANGE || text[0] == '-')
-        r.fail(v, key, "expected a non-negative integer, got '" + text + "'");
-      s.seed = val;
-      s.has_seed = true;
-    } else if (key == "tags")
-      s.tags = r.string_list(v, key);
-    else if (key == "after") {
-      auto list = v.IsScalar() ? std::vector<std::string>{v.Scalar()} : r.string_list(v, key);
-      for (size_t i = 0; i < list.size(); ++i) {
-        auto d = parse_dependency(list[i]);
+  for (auto it = root.begin(); it != root.end(); ++it)
+    r.guard([&] { // each field's problem is reported, and the next field read
+      auto key = r.scalar(it->first, "spec");
+      YAML::Node v = it->second; // a handle: it->second lives only as long as the expression
+      if (key == "name")
+        s.name = r.scalar(v, key);
+      else if (key == "command") {
+        if (v.IsScalar())
+          r.fail(v, key, "expected a list of arguments (argv), e.g. [python3, train.py]");
+        s.command = r.string_list(v, key);
+        if (s.command.empty())
+          r.fail(v, key, "empty list");
+      } else if (key == "app")
+        s.app = r.scalar(v, key);
+      else if (key == "params")
+        s.params = r.string_map(v, key);
+      else if (key == "resources")
+        parse_resources(r, v, s);
+      else if (key == "retries")
+        s.retries = static_cast<int32_t>(r.integer(v, key, 0, 1000));
+      else if (key == "max_requeues")
+        s.max_requeues = static_cast<int32_t>(r.integer(v, key, 0, 1000));
+      else if (key == "timeout") {
+        auto d = parse_duration_s(r.scalar(v, key));
         if (!d)
-          r.fail(v.IsSequence() ? v[i] : v, key, d.error());
-        s.after.push_back(*d);
-      }
-    } else if (key == "checkpoint_from") {
-      s.checkpoint_from = r.scalar(v, key);
-    } else if (key == "ship") {
-      auto b = r.scalar(v, key);
-      if (b != "true" && b != "false")
-        r.fail(v, key, "expected true or false, got '" + b + "'");
-      ship.workdir = b == "true";
-    } else if (key == "data") {
-      ship.data = v.IsScalar() ? std::vector<std::string>{v.Scalar()} : r.string_list(v, key);
-      for (size_t i = 0; i < ship.data.size(); ++i)
-        if (ship.data[i].empty())
-          r.fail(v.IsSequence() ? v[i] : v, key, "an empty path");
-    } else if (key == "array") {
-      s.array = r.scalar(v, key);
-      if (auto a = expand_array(s.array); !a)
-        r.fail(v, key, a.error());
-    } else
-      r.fail(it->first, key,
-             "unknown field (known: name, command, app, params, resources, retries, "
-             "retry_backoff, max_requeues, timeout, time_estimate, priority, workdir, env, seed, tags, "
-             "after, array, workers, checkpoint_from, ship, data)");
-  }
-  if (s.command.empty() && s.app.empty())
-    r.fail(root, "command", "missing required field (or give app)");
-  if (auto bad = validate(s); !bad) {
+          r.fail(v, key, d.error());
+        s.timeout_s = *d;
+      } else if (key == "time_estimate") {
+        auto d = parse_duration_s(r.scalar(v, key));
+        if (!d)
+          r.fail(v, key, d.error());
+        s.time_estimate_s = *d;
+      } else if (key == "retry_backoff") {
+        auto b = parse_backoff(r.scalar(v, key));
+        if (!b)
+          r.fail(v, key, b.error());
+        s.retry_backoff_s = b->first;
+        s.retry_backoff_max_s = b->second;
+      } else if (key == "priority")
+        s.priority = static_cast<int32_t>(r.integer(v, key, -1000000, 1000000));
+      else if (key == "workdir")
+        s.workdir = r.scalar(v, key);
+      else if (key == "env")
+        s.env = r.string_map(v, key);
+      else if (key == "seed") {
+        auto text = r.scalar(v, key);
+        char* end = nullptr;
+        errno = 0;
+        auto val = std::strtoull(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || errno == ERANGE || text[0] == '-')
+          r.fail(v, key, "expected a non-negative integer, got '" + text + "'");
+        s.seed = val;
+        s.has_seed = true;
+      } else if (key == "tags")
+        s.tags = r.string_list(v, key);
+      else if (key == "after") {
+        auto list = v.IsScalar() ? std::vector<std::string>{v.Scalar()} : r.string_list(v, key);
+        for (size_t i = 0; i < list.size(); ++i) {
+          auto d = parse_dependency(list[i]);
+          if (!d)
+            r.fail(v.IsSequence() ? v[i] : v, key, d.error());
+          s.after.push_back(*d);
+        }
+      } else if (key == "checkpoint_from") {
+        s.checkpoint_from = r.scalar(v, key);
+      } else if (key == "ship") {
+        auto b = r.scalar(v, key);
+        if (b != "true" && b != "false")
+          r.fail(v, key, "expected true or false, got '" + b + "'");
+        ship.workdir = b == "true";
+      } else if (key == "data") {
+        ship.data = v.IsScalar() ? std::vector<std::string>{v.Scalar()} : r.string_list(v, key);
+        for (size_t i = 0; i < ship.data.size(); ++i)
+          if (ship.data[i].empty())
+            r.fail(v.IsSequence() ? v[i] : v, key, "an empty path");
+      } else if (key == "array") {
+        s.array = r.scalar(v, key);
+        if (auto a = expand_array(s.array); !a)
+          r.fail(v, key, a.error());
+      } else
+        r.fail(it->first, key,
+               "unknown field (known: name, command, app, params, resources, retries, "
+               "retry_backoff, max_requeues, timeout, time_estimate, priority, workdir, env, seed, tags, "
+               "after, array, workers, checkpoint_from, ship, data)");
+    });
+  bool read = r.problems().empty();
+  if (s.command.empty() && s.app.empty() && !root["command"] && !root["app"])
+    r.guard([&] { r.fail(root, "command", "missing required field (or give app)"); });
+  // The whole spec's rules, once its fields were read: reported at the field they name.
+  if (auto bad = validate(s); read && r.problems().empty() && !bad) {
     const auto& problem = bad.error();
-    r.fail(root, problem.substr(0, problem.find(':')), problem.substr(problem.find(':') + 2));
+    auto field = problem.substr(0, problem.find(':'));
+    bool resource = !root[field] && root["resources"].IsMap() && root["resources"][field];
+    if (resource) // written under resources:
+      field = "resources." + field;
+    r.fail(reader::at(root, field), field, problem.substr(problem.find(':') + 2));
   }
   return s;
 }

@@ -120,6 +120,34 @@ TEST_CASE("spec errors say file:line:col: field: problem", "[runtime][spec]") {
   CHECK_THAT(bad_mem.error(), Catch::Contains("resources.mem"));
 }
 
+TEST_CASE("every mistake of a spec is reported in one run, in order, at its place",
+          "[runtime][spec]") {
+  auto many = parse_spec_text("retires: 3\nretries: many\nresources:\n  cpus: 0\n  mem: lots\n"
+                              "command: [a]\n",
+                              "job.yaml");
+  REQUIRE_FALSE(many);
+  CHECK(many.error()
+        == "job.yaml:1:1: retires: unknown field (known: name, command, app, params, resources, "
+           "retries, retry_backoff, max_requeues, timeout, time_estimate, priority, workdir, env, "
+           "seed, tags, after, array, workers, checkpoint_from, ship, data)\n"
+           "job.yaml:2:10: retries: expected an integer, got 'many'\n"
+           "job.yaml:4:9: resources.cpus: must be between 1 and 4096, got 0\n"
+           "job.yaml:5:8: resources.mem: " + parse_memory_mb("lots").error() + "\n"
+           "4 problems");
+  // A field that is there but wrong is not also "missing".
+  auto wrong_cmd = parse_spec_text("command: python3 train.py\n", "job.yaml");
+  REQUIRE_FALSE(wrong_cmd);
+  CHECK(wrong_cmd.error().find("missing") == std::string::npos);
+  // The rules between fields are reported at the field they name, not at 1:1.
+  auto rule = parse_spec_text("command: [a]\nresources: {gpu_mem: 2G}\n", "job.yaml");
+  REQUIRE_FALSE(rule);
+  CHECK_THAT(rule.error(),
+             Catch::StartsWith("job.yaml:2:22: resources.gpu_mem: set, but the job asks for no gpus"));
+  auto both = parse_spec_text("command: [a]\napp: hello\n", "job.yaml");
+  REQUIRE_FALSE(both);
+  CHECK_THAT(both.error(), Catch::StartsWith("job.yaml:2:6: app: a job runs either"));
+}
+
 TEST_CASE("a missing spec file is a clear error", "[runtime][spec]") {
   auto s = parse_spec_file("/nonexistent/spec.yaml");
   REQUIRE_FALSE(s);

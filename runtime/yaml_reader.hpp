@@ -4,6 +4,7 @@
 // `file:line:col: field: problem`. Internal to the runtime library (yaml-cpp is a private
 // dependency): include it from .cpp files only.
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -101,6 +102,40 @@ public:
 
   const std::string& origin() const { return origin_; }
 
+  /// Runs `f`; a problem it finds (fail) is kept and parsing goes on, so that one run
+  /// reports every mistake of a document, as a compiler does. Whether `f` failed.
+  template <class F>
+  bool guard(F&& f) const {
+    try {
+      f();
+      return true;
+    } catch (const spec_error& e) {
+      problems_.push_back(e.text);
+      return false;
+    }
+  }
+  /// The problems kept by guard, in the order found.
+  const std::vector<std::string>& problems() const { return problems_; }
+
+  /// The node at `dotted` ("trial.command") under `root`, or the deepest one on the way that
+  /// exists (a missing field's parent): where a problem about that field is reported.
+  static YAML::Node at(const YAML::Node& root, const std::string& dotted) {
+    YAML::Node n = root;
+    size_t from = 0;
+    while (from <= dotted.size() && n.IsMap()) {
+      auto dot = dotted.find('.', from);
+      auto part = dotted.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
+      YAML::Node next = n[part];
+      if (!next)
+        break;
+      n = next;
+      if (dot == std::string::npos)
+        break;
+      from = dot + 1;
+    }
+    return n;
+  }
+
   /// A number as a person writes it ("0.001", "1e+06").
   static std::string number_text(double v) {
     char buf[32];
@@ -110,18 +145,44 @@ public:
 
 private:
   std::string origin_;
+  mutable std::vector<std::string> problems_;
 };
 
-/// Runs `parse(reader, root)` on `text`: its value, or the first problem with its place.
+/// Every problem, one per line, in the order of the document (line, then column), and how
+/// many there are when more than one.
+inline std::string problems_text(const std::string& origin, std::vector<std::string> problems) {
+  auto place = [&](const std::string& p) {
+    long line = 1L << 30, col = 0; // problems without a place last
+    if (p.compare(0, origin.size() + 1, origin + ":") == 0)
+      std::sscanf(p.c_str() + origin.size() + 1, "%ld:%ld", &line, &col);
+    return std::make_pair(line, col);
+  };
+  std::stable_sort(problems.begin(), problems.end(),
+                   [&](const std::string& x, const std::string& y) { return place(x) < place(y); });
+  std::string out;
+  for (auto& p : problems)
+    out += (out.empty() ? "" : "\n") + p;
+  if (problems.size() > 1)
+    out += "\n" + std::to_string(problems.size()) + " problems";
+  return out;
+}
+
+/// Runs `parse(reader, root)` on `text`: its value, or every problem found with its place
+/// (parse goes on past a problem where it can: reader::guard).
 template <class F>
 auto load(const std::string& text, const std::string& origin, F parse)
   -> expected<decltype(parse(std::declval<const reader&>(), YAML::Node{}))> {
   reader r{origin};
   try {
     auto root = YAML::Load(text);
-    return parse(r, root);
+    auto value = parse(r, root);
+    if (!r.problems().empty())
+      return failure{problems_text(origin, r.problems())};
+    return value;
   } catch (const spec_error& e) {
-    return failure{e.text};
+    auto all = r.problems();
+    all.push_back(e.text);
+    return failure{problems_text(origin, all)};
   } catch (const YAML::Exception& e) {
     std::ostringstream out;
     out << origin;

@@ -40,6 +40,7 @@ destination route_of(verb v) {
     case verb::checkpoints:
     case verb::ship_have:
     case verb::ship_put:
+    case verb::ship_get:
       return destination::checkpoints;
     case verb::submit:
     case verb::list:
@@ -97,6 +98,7 @@ bool verb_allowed(role r, verb v) {
     case verb::checkpoints:
     case verb::ship_have:
     case verb::ship_put:
+    case verb::ship_get:
     case verb::tree:
     case verb::kill_actor:
     case verb::submit_tasks:

@@ -51,7 +51,7 @@ TEST_CASE("each role sends only its own verbs", "[gateway][access]") {
   CHECK_FALSE(verb_allowed(role::app, verb::checkpoints));
   CHECK(route_of(verb::checkpoints) == destination::checkpoints);
   // Shipping bundles: clients only (a sweep's trials reuse what its client shipped).
-  for (auto v : {verb::ship_have, verb::ship_put}) {
+  for (auto v : {verb::ship_have, verb::ship_put, verb::ship_get}) {
     CHECK(verb_allowed(role::client, v));
     CHECK_FALSE(verb_allowed(role::app, v));
     CHECK(route_of(v) == destination::checkpoints);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -62,7 +63,7 @@ struct options {
   std::string gpus = "auto";
   std::string mem;
   std::vector<std::string> tags;
-  std::string app_dir;
+  std::vector<std::string> app_dirs;
   uint64_t checkpoint_max_mb = 8192;
   int checkpoint_keep = 2;
   bool no_measure = false;
@@ -187,8 +188,10 @@ void add_options(CLI::App& app, options& opt) {
   app.add_option("--gpus", opt.gpus, "GPU indices offered, e.g. 0,1; 'none'; default auto");
   app.add_option("--mem", opt.mem, "memory offered, e.g. 8G (default: all)");
   app.add_option("--tags", opt.tags, "tags this node offers")->delimiter(',');
-  app.add_option("--app-dir", opt.app_dir,
-                 "folder of app executables (monkey-app-*; default: beside monkey-runtime)");
+  app.add_option("--app-dir", opt.app_dirs,
+                 "folder of app executables (monkey-app-*; repeatable: the apps of every "
+                 "folder given, the first of a name wins; default: the built-in apps, "
+                 "beside monkey-runtime or in " MONKEY_APPS_FROM_BIN " from it)");
   app.add_option("--checkpoint-max-mb", opt.checkpoint_max_mb,
                  "largest checkpoint piece this node saves or holds, in MB")
     ->capture_default_str()
@@ -337,22 +340,45 @@ expected<checked_options> check_options(const options& opt, bool tls_name_given,
   return c;
 }
 
-/// The apps of --app-dir (default: the folder of this executable), and what their hosts
+/// Where the built-in apps are when no --app-dir is given: beside this executable (the
+/// build tree) and the installed apps folder relative to it (lib/monkey/apps), those that
+/// exist.
+std::vector<std::string> default_app_dirs() {
+  std::vector<std::string> out;
+  for (auto dir : {self_dir(), self_dir() + "/" + MONKEY_APPS_FROM_BIN}) {
+    std::error_code ec;
+    auto canonical = std::filesystem::weakly_canonical(dir, ec).string();
+    if (!ec && std::filesystem::is_directory(canonical, ec))
+      out.push_back(canonical);
+  }
+  if (out.empty())
+    out.push_back(self_dir());
+  return out;
+}
+
+/// The apps of --app-dir (default: default_app_dirs), and what their hosts
 /// need to connect back.
 void find_apps(const options& opt, coordinator_config& cc, const net_settings& net,
                const std::string& secret, spdlog::logger& log) {
-  auto dir = opt.app_dir.empty() ? self_dir() : opt.app_dir;
-  auto scan = scan_app_dir(dir);
-  for (auto& p : scan.problems)
-    log.warn("app in {} not offered: {}", dir, p);
-  std::string names;
-  for (auto& a : scan.apps) {
-    cc.apps.push_back(a.entry);
-    cc.app_paths[a.entry.name] = a.path;
-    cc.total.tags.push_back(app_tag(a.entry.name, a.entry.build));
-    names += (names.empty() ? "" : ", ") + a.entry.name + " (" + a.entry.build + ")";
+  auto dirs = opt.app_dirs.empty() ? default_app_dirs() : opt.app_dirs;
+  for (auto& dir : dirs) {
+    auto scan = scan_app_dir(dir);
+    for (auto& p : scan.problems)
+      log.warn("app in {} not offered: {}", dir, p);
+    std::string names;
+    for (auto& a : scan.apps) {
+      if (auto first = cc.app_paths.find(a.entry.name); first != cc.app_paths.end()) {
+        log.warn("app {} in {} not offered: {} offers it already (the first --app-dir of a "
+                 "name wins)", a.entry.name, dir, first->second);
+        continue;
+      }
+      cc.apps.push_back(a.entry);
+      cc.app_paths[a.entry.name] = a.path;
+      cc.total.tags.push_back(app_tag(a.entry.name, a.entry.build));
+      names += (names.empty() ? "" : ", ") + a.entry.name + " (" + a.entry.build + ")";
+    }
+    log.info("apps from {}: {}", dir, names.empty() ? std::string("none") : names);
   }
-  log.info("apps from {}: {}", dir, names.empty() ? std::string("none") : names);
   cc.node_key = node_key(secret);
   cc.app_host_env["MONKEY_HEARTBEAT_MS"] = std::to_string(net.heartbeat.count());
   cc.app_host_env["MONKEY_CONNECTION_TIMEOUT_MS"] = std::to_string(net.connection_timeout.count());

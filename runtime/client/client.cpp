@@ -60,6 +60,7 @@ const char* to_string(verb v) {
     case verb::checkpoints: return "checkpoints";
     case verb::ship_have: return "ship have";
     case verb::ship_put: return "ship put";
+    case verb::ship_get: return "ship get";
     case verb::peer_store_refs: return "peer store refs";
   }
   return "unknown";

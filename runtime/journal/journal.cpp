@@ -327,6 +327,10 @@ status journal::prepare() {
   return prep("INSERT INTO task_ranges VALUES(?1,?2,?3,?4,?5,?6)", &put_range_);
 }
 
+status journal::checkpoint() {
+  return exec("PRAGMA wal_checkpoint(TRUNCATE);");
+}
+
 status journal::write(const write_batch& batch) {
   if (batch.empty())
     return {};

@@ -100,6 +100,10 @@ public:
   /// Jobs in `keep` stay (final jobs that queued jobs still depend on).
   expected<size_t> compact(int64_t cutoff_ms, const std::vector<job_id>& keep = {});
 
+  /// Moves the write-ahead log into the database and truncates it to nothing (the journal
+  /// actor does so once writes pause: the journal at rest is one file of its own size).
+  status checkpoint();
+
   /// Number of transition rows of a job (for tests and `show`).
   expected<size_t> transition_count(const job_id& job);
 

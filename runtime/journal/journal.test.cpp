@@ -82,6 +82,26 @@ TEST_CASE("journal keeps records, bumps the incarnation and keeps the node id",
   CHECK(recs->size() == 100);
 }
 
+TEST_CASE("a checkpoint folds the write-ahead log into the database and truncates it",
+          "[runtime][journal]") {
+  auto dir = temp_dir();
+  auto j = journal::open(dir, nullptr);
+  REQUIRE(j);
+  write_batch b;
+  for (int i = 0; i < 200; ++i)
+    b.records.push_back(make_record(i));
+  REQUIRE((*j)->write(b));
+  auto wal = (*j)->path() + "-wal";
+  REQUIRE(file_size(wal) > 0);
+  REQUIRE((*j)->checkpoint());
+  CHECK(file_size(wal) == 0);
+  auto recs = (*j)->load_jobs();
+  REQUIRE(recs);
+  CHECK(recs->size() == 200);
+  REQUIRE((*j)->write(b)); // it goes on writing after
+  CHECK(file_size(wal) > 0);
+}
+
 TEST_CASE("a newer version of a record wins and an older one never overwrites it",
           "[runtime][journal]") {
   auto dir = temp_dir();

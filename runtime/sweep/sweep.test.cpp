@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <set>
+#include <sstream>
 
 #include "runtime/sweep/optimizer.hpp"
 #include "runtime/sweep/space.hpp"
@@ -125,6 +126,39 @@ TEST_CASE("a bad sweep file is refused naming the line and the field", "[runtime
   CHECK_THAT(error_of("trial: {app: fmnist}\nspace: {x: {type: uniform, low: 0, high: 1}}\n"
                       "metric: {name: acc}\nbudget: {trials: 2}\ndata: d\n"),
              Catch::Contains("s.yaml:5:7: data: app trials ship nothing"));
+}
+
+TEST_CASE("every mistake of a sweep file in one run, in the file's order", "[runtime][sweep]") {
+  auto e = error_of("trial: {command: [./t, \"{x}\"], cpus: many}\n"
+                    "space:\n"
+                    "  x: {type: gaussian, low: 0, high: 1}\n"
+                    "  y: {type: uniform, low: 0, high: 1, step: 2}\n"
+                    "metric: {name: acc, goal: up}\n"
+                    "algorithm: {name: tpe, gama: 0.2}\n"
+                    "budget: {trials: 4, wall: soon}\n"
+                    "paralel: 4\n");
+  std::vector<std::string> lines;
+  std::stringstream ss(e);
+  for (std::string l; std::getline(ss, l);)
+    lines.push_back(l);
+  REQUIRE(lines.size() == 8);
+  CHECK_THAT(lines[0], Catch::StartsWith("s.yaml:1:38: trial.cpus: expected an integer"));
+  CHECK_THAT(lines[1], Catch::StartsWith("s.yaml:3:13: space.x.type: unknown type 'gaussian'"));
+  CHECK_THAT(lines[2], Catch::StartsWith("s.yaml:4:39: space.y.step: unknown field"));
+  CHECK_THAT(lines[3], Catch::StartsWith("s.yaml:5:27: metric.goal: maximize or minimize"));
+  CHECK_THAT(lines[4], Catch::StartsWith("s.yaml:6:24: algorithm.gama: not a setting of tpe"));
+  CHECK_THAT(lines[5], Catch::StartsWith("s.yaml:7:27: budget.wall:"));
+  CHECK_THAT(lines[6], Catch::StartsWith("s.yaml:8:1: paralel: unknown field"));
+  CHECK(lines[7] == "7 problems");
+  // A parameter whose type is wrong gets that one problem, not also its type's rules.
+  CHECK(error_of("trial: {command: [./t, \"{x}\"]}\nspace:\n  x: {type: pick, values: [a]}\n"
+                 "metric: {name: acc}\nbudget: {trials: 2}\n")
+        == "s.yaml:3:13: space.x.type: unknown type 'pick' (uniform, loguniform, int, choice or "
+           "grid)");
+  // The rules between fields point at the field, not at 1:1.
+  CHECK_THAT(error_of("trial: {command: [./t, \"{z}\"]}\nspace: {x: {type: uniform, low: 0, "
+                      "high: 1}}\nmetric: {name: acc}\nbudget: {trials: 2}\n"),
+             Catch::StartsWith("s.yaml:1:18: trial.command: the placeholder {z}"));
 }
 
 TEST_CASE("drawing from a space: seeded, in range, conditional parameters only where they "

@@ -38,6 +38,7 @@ using task_flush = caf::atom_constant<caf::atom("m_tflush")>;
 using task_wait = caf::atom_constant<caf::atom("m_twait")>;
 using load_tasks = caf::atom_constant<caf::atom("m_ldtasks")>;
 using load_tombstones = caf::atom_constant<caf::atom("m_ldtomb")>;
+using wal_trim = caf::atom_constant<caf::atom("m_waltrim")>;
 using discover = caf::atom_constant<caf::atom("m_discover")>;
 using info = caf::atom_constant<caf::atom("m_info")>;
 using subscribe = caf::atom_constant<caf::atom("m_subscr")>;

@@ -45,7 +45,19 @@ string(FIND "${out}" "\"lr\"" has_lr)
 if(has_lr EQUAL -1)
   message(FATAL_ERROR "--describe does not name the parameter lr: ${out}")
 endif()
-# As a job of the installed node: 3 ranks, metrics per rank, a rank's log.
+# docs/writing-apps.md's out-of-tree example, taken from the page and built the same way.
 find_program(PYTHON3 python3 REQUIRED)
-run("the app as a job" ${PYTHON3} ${SRC}/../run_app.py ${prefix} ${WORK}/app)
+run("the doc's app extracted" ${PYTHON3} ${SRC}/../doc_app.py ${SRC}/../../../docs/writing-apps.md
+    ${WORK}/doc-src)
+run("configure the doc's app" ${CMAKE_COMMAND} -S ${WORK}/doc-src -B ${WORK}/doc-app
+    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+run("build the doc's app" ${CMAKE_COMMAND} --build ${WORK}/doc-app)
+foreach(app hello allreduce fmnist)
+  if(NOT EXISTS ${prefix}/lib/monkey/apps/monkey-app-${app})
+    message(FATAL_ERROR "the install lacks the built-in app lib/monkey/apps/monkey-app-${app}")
+  endif()
+endforeach()
+# As jobs of the installed node, which offers both apps and the built-in ones (--app-dir
+# three times): 3 ranks, metrics per rank, a rank's log; the doc's sum checked on every rank.
+run("the apps as jobs" ${PYTHON3} ${SRC}/../run_app.py ${prefix} ${WORK}/app ${WORK}/doc-app)
 message(STATUS "installed and built against: ${out}")

@@ -51,6 +51,7 @@ class Cluster:
         self.env.pop("MONKEY_ADDRESS", None)
         self.env.pop("MONKEY_SECRET_FILE", None)
         self.nodes = {}
+        self.children = []  # clients a test left running in the background: killed at close
 
     def start(self, name="n1", *args, wait=True, env=None):
         data = os.path.join(self.home, name)
@@ -120,6 +121,10 @@ class Cluster:
                           interval=0.3)
 
     def close(self):
+        for child in self.children:
+            if child.poll() is None:
+                child.kill()
+                child.wait(10)
         # Nodes started by `monkey up` (not in self.nodes): never leave them running.
         up_file = os.path.join(self.home, "up.json")
         if os.path.exists(up_file):
@@ -151,6 +156,31 @@ class Cluster:
                                 os.rmdir(os.path.join(base, "monkey-" + node_id))
                             except OSError:
                                 pass
+
+
+def git_repo(base, first="print('MONKEY_METRIC step=1 acc=0.5')\n"):
+    """A new git work tree under `base` with train.py (`first`) committed; (its path, a
+    function that runs git there and returns its output)."""
+    repo = tempfile.mkdtemp(dir=base)
+    git = lambda *a: subprocess.run(["git", "-C", repo, *a], check=True, capture_output=True,
+                                    text=True).stdout
+    git("init", "-q")
+    git("config", "user.email", "t@t")
+    git("config", "user.name", "t")
+    with open(os.path.join(repo, "train.py"), "w") as f:
+        f.write(first)
+    git("add", "train.py")
+    git("commit", "-qm", "first")
+    return repo, git
+
+
+def rss_mb(pid):
+    """The resident memory of process `pid` in MB (VmRSS)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
 
 
 def points(c, job, key):

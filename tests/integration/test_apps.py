@@ -8,6 +8,7 @@ have the app; bad input gets an error naming the field; a gang command job runs 
 of a script with torchrun's variables."""
 import json
 import os
+import shutil
 import subprocess
 import time
 
@@ -202,7 +203,23 @@ def gang_command_job(c):
     check("rank 2 exited 5; stopping the other ranks" in err, f"the runner says why: {err}")
 
 
+def app_dirs_in_order(c):
+    """--app-dir given twice: the node offers the apps of both folders; an app of a name
+    that an earlier folder offers already is skipped, and the log says which one stands."""
+    mine = os.path.join(c.home, "my-apps")
+    os.makedirs(mine)
+    shutil.copy(os.path.join(BIN, "monkey-app-hello"), mine)
+    c.start("n1", "--cpus", "2", "--app-dir", mine, "--app-dir", BIN)
+    apps = {a["name"] for a in json.loads(c.monkey("nodes", "--json").stdout)[0]["apps"]}
+    check({"hello", "allreduce", "fmnist"} <= apps, f"the apps of both folders: {apps}")
+    log = open(os.path.join(c.nodes["n1"]["data"], "runtime.log")).read()
+    check(f"app hello in {BIN} not offered: {mine}/monkey-app-hello offers it already" in log
+          and f"apps from {mine}: hello (" in log, log[-2000:])
+    job = c.submit("--app", "hello", "--workers", "1", "--set", "steps=2", "--wait")
+    check(c.show(job)["state"] == "succeeded", c.show(job))
+
+
 if __name__ == "__main__":
     run(describe_and_bad_input, gang_runs_and_reports, failing_rank_restarted,
         kill_rank_from_console, segfault_fails_job_node_healthy, cancel_stops_host,
-        placed_where_the_app_is, gang_command_job)
+        placed_where_the_app_is, gang_command_job, app_dirs_in_order)

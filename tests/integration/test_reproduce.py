@@ -6,9 +6,8 @@ with one worker) the reproduced run's metrics equal the original's at every step
 import json
 import os
 import subprocess
-import tempfile
 
-from harness import MONKEY, check, run
+from harness import MONKEY, check, git_repo, journal_rows, run, wait_until
 
 
 def fmnist_metrics_equal(c):
@@ -36,17 +35,8 @@ def code_changes_are_named(c):
     diff, `reproduce --diff` prints the change, and once the change is committed
     `reproduce --dry-run` warns that the code changed and the uncommitted changes are gone."""
     c.start("n1", "--cpus", "2")
-    repo = tempfile.mkdtemp(dir=c.home)
-    git = lambda *a: subprocess.run(["git", "-C", repo, *a], check=True, capture_output=True)
-    git("init", "-q")
-    git("config", "user.email", "t@t")
-    git("config", "user.name", "t")
-    with open(os.path.join(repo, "train.py"), "w") as f:
-        f.write("print('MONKEY_METRIC step=1 acc=0.5')\n")
-    git("add", "train.py")
-    git("commit", "-qm", "first")
-    commit = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+    repo, git = git_repo(c.home)
+    commit = git("rev-parse", "HEAD").strip()
     with open(os.path.join(repo, "train.py"), "a") as f:
         f.write("print('MONKEY_METRIC step=2 acc=0.75')  # tuned\n")
     r = subprocess.run([MONKEY, "submit", "--wait", "--", "python3", "train.py"], cwd=repo,
@@ -55,7 +45,7 @@ def code_changes_are_named(c):
     job = r.stdout.strip().splitlines()[-1]
     prov = c.show(job)["provenance"]
     check(prov["git_commit"] == commit and prov["git_dirty"] == "yes"
-          and "+print('MONKEY_METRIC step=2" in prov["git_diff"]
+          and prov["git_diff_stored"] == "yes" and "git_diff" not in prov
           and prov["python"].startswith("Python 3"), prov)
     text = c.monkey("show", job).stdout
     check(f"code      commit {commit[:12]} + uncommitted changes" in text, text)
@@ -105,9 +95,52 @@ def fmnist_split_by_speed_replayed(c):
           f"the same final split: {first} vs {again}")
 
 
+def one_stored_diff_per_tree(c):
+    """Jobs submitted from a tree with a 40 KB uncommitted diff keep only its hash: the diff
+    is stored once in the cluster (the node logs one store of it for two submits of 20 jobs
+    each), no record in the journal carries it, and `reproduce --diff` asked at a node that
+    joined later (so it fetches the diff from the one that holds it) prints exactly what
+    `git diff HEAD` printed, the untracked file's name after it."""
+    c.start("n1", "--cpus", "4")
+    repo, git = git_repo(c.home)
+    with open(os.path.join(repo, "train.py"), "a") as f:
+        for i in range(800):
+            f.write(f"# tuning note {i:04d}: a line of the researcher's uncommitted work\n")
+    with open(os.path.join(repo, "notes.txt"), "w") as f:
+        f.write("untracked\n")
+    expected = git("diff", "HEAD", "--binary") + "# untracked files:\nnotes.txt\n"
+    check(len(expected) > 40000, f"the diff is {len(expected)} bytes")
+    ids = []
+    for _ in range(2):
+        r = subprocess.run([MONKEY, "submit", "--array", "0-19", "--", "true"], cwd=repo,
+                           env=c.env, capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0 and "could not be stored" not in r.stderr, r.stderr)
+        ids += [w for w in r.stdout.split() if len(w) == 26]
+    prov = c.show(ids[0])["provenance"]
+    check(prov["git_dirty"] == "yes" and prov["git_diff_stored"] == "yes"
+          and "git_diff" not in prov, prov)
+    log = open(os.path.join(c.nodes["n1"]["data"], "runtime.log")).read()
+    stores = [l for l in log.splitlines()
+              if f"bundle {prov['git_diff_sha256'][:12]} (diff {repo}" in l]
+    check(len(stores) == 1, f"the diff was stored {len(stores)} times: {stores}")
+    rows = list(journal_rows([c.nodes["n1"]["data"]],
+                             "SELECT max(length(record)), count(*) FROM jobs"))
+    biggest, count = rows[0][1]
+    check(len(ids) == 40 and count >= 40 and biggest < 8000,
+          f"{count} records in the journal, the largest {biggest} bytes")
+    c.start("n2", "--join", c.nodes["n1"]["address"])
+    wait_until(lambda: len(json.loads(c.monkey("nodes", "--json").stdout)) == 2, 30,
+               "n2 to join")
+    diff = c.monkey("--address", c.nodes["n2"]["address"], "reproduce", ids[-1],
+                    "--diff").stdout
+    check(diff == expected, f"reproduce --diff printed {len(diff)} bytes, git diff "
+          f"{len(expected)}: {diff[:200]!r}")
+
+
 def points_of(c, job, key):
     return json.loads(c.monkey("show", job, "--metric", key, "--json").stdout)["series"]
 
 
 if __name__ == "__main__":
-    run(fmnist_metrics_equal, code_changes_are_named, fmnist_split_by_speed_replayed)
+    run(fmnist_metrics_equal, code_changes_are_named, fmnist_split_by_speed_replayed,
+        one_stored_diff_per_tree)

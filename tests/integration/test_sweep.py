@@ -135,7 +135,8 @@ def check_shows_the_first_trials(c):
 
 
 def bad_files_name_the_line_and_field(c):
-    """Each mistake is refused with exit code 2 and FILE:LINE:COL: FIELD: PROBLEM."""
+    """Each mistake is refused with exit code 2 and FILE:LINE:COL: FIELD: PROBLEM; a file with
+    several is refused with every one of them, in order."""
     for change, want in (
         (("low: 1.0e-4", "low: 0"), ":4:"),
         (("type: choice", "type: pick"), ":5:15: space.opt.type: unknown type 'pick'"),
@@ -149,6 +150,16 @@ def bad_files_name_the_line_and_field(c):
         r, path = sweep_check(GOOD.replace(*change))
         check(r.returncode == 2 and r.stderr.startswith("monkey: " + path) and want in r.stderr,
               f"{change}: rc {r.returncode}: {r.stderr}")
+    # Every mistake of a file in one run, in the file's order, each at its own place.
+    bad = (GOOD.replace("type: choice", "type: pick").replace("goal: maximize", "goal: up")
+           .replace("parallel: 4", "paralel: 4"))
+    r, path = sweep_check(bad)
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 2 and len(lines) == 4 and lines[-1] == "3 problems"
+          and lines[0] == f"monkey: {path}:5:15: space.opt.type: unknown type 'pick' (uniform, "
+                          "loguniform, int, choice or grid)"
+          and lines[1].startswith(f"{path}:7:") and "metric.goal: maximize or minimize" in lines[1]
+          and lines[2].startswith(f"{path}:10:1: paralel: unknown field"), r.stderr)
     r, _ = sweep_check(GOOD.replace("name: random, seed: 7", "name: pbt, seed: 7, population: 3"))
     check(r.returncode == 2 and "budget.max_t: missing: pbt needs the most steps" in r.stderr,
           r.stderr)
@@ -193,6 +204,20 @@ def asha_sweep_of_command_jobs(c):
     check("[########################] 9/9 trials" in text and "stopped" in text, text)
     by_flag = json.loads(c.monkey("jobs", "--sweep", sweep[-8:], "--json").stdout)
     check(sorted(j["id"] for j in by_flag) == sorted(t["id"] for t in trials), by_flag)
+    # The plain listing folds the 9 trials under the sweep's row; --all lists each.
+    ended = {}
+    for t in trials:
+        ended[t["state"]] = ended.get(t["state"], 0) + 1
+    table = c.monkey("jobs").stdout.splitlines()
+    rows = [l for l in table[1:-1] if l[:10].strip()]
+    check(len(rows) == 1 and rows[0].startswith(sweep[-10:]), table)
+    fold = [l for l in table if "`- 9 trials: " in l]
+    check(len(fold) == 1 and f"(monkey jobs --sweep {sweep[-10:]})" in fold[0]
+          and all(f"{n} {st}" in fold[0] for st, n in ended.items())
+          and table[-1] == "9 trials of 1 sweep folded: monkey jobs --all lists every one",
+          table)
+    every = c.monkey("jobs", "--all").stdout
+    check(all(t["id"][-10:] in every for t in trials) and "folded" not in every, every)
     listed = json.loads(c.monkey("sweep", "list", "--json").stdout)
     check([s["id"] for s in listed] == [sweep] and listed[0]["trials_done"] == 9, listed)
     not_sweep = c.monkey("sweep", "status", stopped["id"], check_rc=False)
@@ -247,7 +272,15 @@ def sweep_through(c, nodes, seed, trials, max_t, act, what):
     # sweep can end before `act`, and "the optimizer ran again" fails for want of an act.
     path = sweep_files(tmp, f"{{name: random, seed: {seed}}}", f"{{trials: {trials}}}", 2,
                        0.3 * SLOWDOWN, max_t=max_t)
-    sweep = c.monkey("sweep", "start", path).stdout.strip()
+    # Watched as a user does (`sweep start --wait`), through any node: the wait outlives the
+    # node it talks to and says where the driver moved.
+    watch_env = dict(c.env, MONKEY_ADDRESS=",".join(n["address"] for n in c.nodes.values()))
+    said_file = open(os.path.join(c.home, "sweep-wait.stderr"), "w+")
+    watcher = subprocess.Popen([MONKEY, "sweep", "start", path, "--wait"], env=watch_env,
+                               stdout=subprocess.PIPE, stderr=said_file, text=True)
+    c.children.append(watcher)
+    sweep = watcher.stdout.readline().strip()
+    check(len(sweep) == 26, f"sweep start printed its id: {sweep!r}")
     wait_until(lambda: sum(t["state"] == "succeeded" for t in trials_of(c, sweep)) >= 2,
                90 * SLOWDOWN, "two trials to finish")
     before = {t["trial"]: t["id"] for t in trials_of(c, sweep) if t["state"] == "succeeded"}
@@ -262,7 +295,17 @@ def sweep_through(c, nodes, seed, trials, max_t, act, what):
     runs = trials_of(c, sweep)
     numbers = sorted(t["trial"] for t in runs)
     check(numbers == list(range(trials)), f"exactly {trials} trials, none repeated: {numbers}")
-    return end, runs, before
+    try:
+        watcher.communicate(timeout=60 * SLOWDOWN)
+    except subprocess.TimeoutExpired:
+        watcher.kill()
+        watcher.communicate()
+    said_file.seek(0)
+    said = said_file.read()
+    check(watcher.returncode == 0, f"sweep start --wait: rc {watcher.returncode}: {said}")
+    check(f"attempt 1 ended {end['attempts'][0]['outcome']}" in said,
+          f"the wait says where the driver went and why: {said}")
+    return end, runs, before, said
 
 
 def leave(c, host, how):
@@ -275,8 +318,10 @@ def driver_node_killed(c):
     """kill -9 of the node running the sweep's optimizer actor, mid-sweep: the driver's job is
     adopted by a survivor, goes on from its saved state, and the sweep finishes with exactly
     its 8 trials, each one job (none repeated), the ones finished before the kill kept."""
-    _, runs, before = sweep_through(c, 3, 9, 8, 5, lambda h: leave(c, h, c.kill9),
-                                    "its node died")
+    _, runs, before, said = sweep_through(c, 3, 9, 8, 5, lambda h: leave(c, h, c.kill9),
+                                          "its node died")
+    port = c.nodes[next(h for h in c.nodes if c.nodes[h]["proc"].poll() is not None)]["port"]
+    check("the sweep's driver moved from " in said and f":{port} to " in said, said)
     for t in runs:
         check(t["state"] in ("succeeded", "lost"), f"trial {t['trial']}: {t['state']}")
     for n, i in before.items():
@@ -288,7 +333,10 @@ def driver_node_stopped(c):
     running jobs are requeued, and the sweep's goes on elsewhere from its saved state — its
     trials are not stopped (a shutdown is not `sweep stop`) and the sweep finishes with
     exactly its 8 trials, none stopped, none repeated."""
-    _, runs, _ = sweep_through(c, 3, 4, 8, 5, lambda h: leave(c, h, c.stop), "its node stopped")
+    _, runs, _, said = sweep_through(c, 3, 4, 8, 5, lambda h: leave(c, h, c.stop),
+                                     "its node stopped")
+    port = c.nodes[next(h for h in c.nodes if c.nodes[h]["proc"].poll() is not None)]["port"]
+    check("the sweep's driver moved from " in said and f":{port} to " in said, said)
     for t in runs:
         check(t["state"] == "succeeded", f"trial {t['trial']}: {t['state']} (not stopped)")
 
@@ -302,7 +350,9 @@ def optimizer_coordinator_restarted(c):
     def kill_coordinator(host):
         env = dict(c.env, MONKEY_ADDRESS=c.nodes[host]["address"])
         c.monkey("kill", "core/coordinator", env=env)
-    end, _, _ = sweep_through(c, 2, 5, 6, 4, kill_coordinator, "its coordinator restarted")
+    end, _, _, said = sweep_through(c, 2, 5, 6, 4, kill_coordinator,
+                                    "its coordinator restarted")
+    check("the sweep's driver runs again on" in said or "moved from" in said, said)
     first = end["attempts"][0]
     check("optimizer actor ended" in str(first) and first.get("outcome") == "requeued",
           f"the first attempt says its optimizer ended, and was requeued: {first}")

@@ -45,6 +45,10 @@ struct context {
   std::vector<std::string> command;  ///< the words after "--"
   /// The connection (the console's, or a new one to the first node that answers).
   expected<client*> connect();
+  /// A new connection to the first of `addresses` that answers, for a command that outlives
+  /// the node it talked to (`sweep start --wait`); the console's connection is not replaced.
+  expected<client*> reconnect(const std::vector<std::string>& addresses);
+  std::vector<std::unique_ptr<client>> retired; ///< replaced connections, closed at exit
 };
 
 using runner = std::function<int(context&)>;
@@ -111,6 +115,13 @@ struct ship_request {
 /// (a missing path, a limit, an upload that failed).
 expected<std::vector<shipment>> ship_files(context& ctx, const std::string& workdir,
                                            const ship_request& what);
+
+/// What a job submitted from `workdir` records to be run again (collect_provenance), its
+/// uncommitted diff stored once in the cluster, content-addressed (`git_diff_stored`;
+/// docs/reproduce.md) instead of in every record; kept in the record (cut at 64 KiB) with a
+/// warning when the cluster cannot store it.
+std::map<std::string, std::string> job_provenance(context& ctx, const std::string& workdir,
+                                                  const std::vector<std::string>& command);
 
 /// Node id → name, as the connected node knows its members (empty when it cannot say).
 std::map<std::string, std::string> node_names(context& ctx);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // monkey jobs [--state S] [--name GLOB] [--param K=V]... [--columns C,...] [--sort C]
-//             [--sweep ID] [--limit N]: one row per job of the cluster.
+//             [--sweep ID | --all] [--limit N]: one row per job of the cluster; a sweep's
+//             trials are folded into one line under the sweep's row unless asked for.
 #include "runtime/bin/cli/cli.hpp"
 
 #include <algorithm>
@@ -20,7 +21,44 @@ struct jobs_options {
   std::vector<std::string> columns; ///< parameter or metric names
   std::string sort;                 ///< a column; "-C" sorts descending
   std::string sweep;                ///< only this sweep's trials (an id or a unique suffix)
+  bool all = false;                 ///< every trial its own row
 };
+
+/// A sweep's trials folded under its row: how many, in which states (in the order of
+/// job_state), e.g. "20 trials: 17 succeeded, 2 failed, 1 running".
+struct folded {
+  size_t trials = 0;
+  std::map<job_state, size_t> by_state;
+  std::string line() const {
+    std::string out = std::to_string(trials) + (trials == 1 ? " trial: " : " trials: ");
+    bool first = true;
+    for (auto& [st, n] : by_state) {
+      out += (first ? "" : ", ") + std::to_string(n) + " " + to_string(st);
+      first = false;
+    }
+    return out;
+  }
+};
+
+/// Takes out of `jobs` the trials whose sweep's driver is listed too: what is left, and
+/// the fold of each driver (by its id).
+std::map<std::string, folded> fold_trials(std::vector<job_summary>& jobs) {
+  std::map<std::string, folded> out;
+  for (auto& j : jobs)
+    if (j.driver)
+      out[j.id.str()];
+  jobs.erase(std::remove_if(jobs.begin(), jobs.end(),
+                            [&](const job_summary& j) {
+                              auto it = j.sweep.empty() || j.driver ? out.end() : out.find(j.sweep);
+                              if (it == out.end())
+                                return false;
+                              ++it->second.trials;
+                              ++it->second.by_state[j.state];
+                              return true;
+                            }),
+             jobs.end());
+  return out;
+}
 
 std::string joined(const std::vector<std::string>& v) {
   std::string out;
@@ -139,6 +177,11 @@ int run_jobs(context& ctx, const jobs_options& o) {
     std::cout << out.dump() << "\n";
     return 0;
   }
+  // Each sweep is one row with its trials summed up under it, unless the trials are asked
+  // for (--all, --sweep) or searched among (--param, --sort).
+  std::map<std::string, folded> folds;
+  if (!o.all && o.sweep.empty() && wanted.empty() && sort_col.empty())
+    folds = fold_trials(jobs);
   auto names = node_names(ctx);
   std::vector<size_t> widths;
   for (auto& col : o.columns) {
@@ -165,7 +208,8 @@ int run_jobs(context& ctx, const jobs_options& o) {
   };
   std::printf("%-10s  %-24s  %-9s  %3s  %4s  %4s  %5s  %-8s  %s%s\n", "ID", "NAME", "STATE",
               "ATT", "PRIO", "EXIT", "AGE", "NODE", extra(nullptr).c_str(), "REASON");
-  for (auto& j : jobs)
+  size_t hidden = 0, shown_sweeps = 0;
+  for (auto& j : jobs) {
     std::printf("%-10s  %-24.24s  %-9s  %3d  %4d  %4s  %5s  %-8.8s  %s%s\n",
                 j.id.short_str().c_str(), j.name.c_str(),
                 j.unavailable ? "unavailable" : to_string(j.state), j.attempts, j.priority,
@@ -173,6 +217,16 @@ int run_jobs(context& ctx, const jobs_options& o) {
                 age(j.submitted_ms).c_str(),
                 name_of(names, j.ran_on.empty() ? j.owner : j.ran_on).c_str(),
                 extra(&j).c_str(), j.reason.c_str());
+    if (auto f = folds.find(j.id.str()); f != folds.end() && f->second.trials > 0) {
+      std::printf("%-10s  `- %s (monkey jobs --sweep %s)\n", "", f->second.line().c_str(),
+                  j.id.short_str().c_str());
+      ++shown_sweeps;
+      hidden += f->second.trials;
+    }
+  }
+  if (hidden > 0)
+    std::printf("%zu trial%s of %zu sweep%s folded: monkey jobs --all lists every one\n", hidden,
+                hidden == 1 ? "" : "s", shown_sweeps, shown_sweeps == 1 ? "" : "s");
   return 0;
 }
 
@@ -185,6 +239,9 @@ verb_def add_jobs(CLI::App& app) {
   s->add_option("--name", o->name, "only jobs whose name matches this glob, e.g. 'sweep-*'");
   s->add_option("--param", o->params, "only jobs with parameter NAME=VALUE (repeatable)");
   s->add_option("--sweep", o->sweep, "only the trials of this sweep (monkey sweep list)");
+  s->add_flag("--all", o->all,
+              "every trial of every sweep its own row (by default a sweep's trials are "
+              "summed up under its row; --json always lists every job)");
   s->add_option("--columns", o->columns,
                 "extra columns: parameters or metrics (last value), e.g. lr,bs,loss")
     ->delimiter(',');

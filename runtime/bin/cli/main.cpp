@@ -55,6 +55,22 @@ expected<client*> context::connect() {
   return own.get();
 }
 
+expected<client*> context::reconnect(const std::vector<std::string>& addresses) {
+  if (shared)
+    return failure{"the console's connection to " + shared->address() + " is lost"};
+  auto key = find_client_key(g.token_file, g.secret_file);
+  if (!key)
+    return failure{key.error()};
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(g.timeout_s * 1000));
+  auto c = client::connect(addresses, credentials{*key}, find_tls_files(g.tls_dir), timeout);
+  if (!c)
+    return failure{c.error()};
+  if (own)
+    retired.push_back(std::move(own));
+  own = std::move(*c);
+  return own.get();
+}
+
 expected<const member*> one_member(const std::vector<member>& members, const std::string& name) {
   auto hits = find_members(members, name);
   if (hits.size() == 1)

@@ -22,6 +22,29 @@ struct reproduce_options {
   bool dry_run = false;
 };
 
+/// Prints the diff stored in the cluster under `sha` (docs/reproduce.md), checked
+/// against its hash.
+int print_stored_diff(client& c, const std::string& sha) {
+  ship_get_request req;
+  req.sha256 = sha;
+  std::string diff;
+  for (;;) {
+    auto r = c.call<ship_get_reply>(verb::ship_get, req, std::chrono::seconds(60));
+    if (!r)
+      return fail("reproduce: the uncommitted changes (diff " + sha.substr(0, 12)
+                  + ") could not be read from the cluster: " + r.error());
+    diff += r->data;
+    req.offset += r->data.size();
+    if (req.offset >= r->total || r->data.empty())
+      break;
+  }
+  if (sha256_hex(diff) != sha)
+    return fail("reproduce: the stored diff " + sha.substr(0, 12) + " came back corrupt "
+                "(its SHA-256 differs)");
+  std::cout << diff;
+  return 0;
+}
+
 int run_reproduce(context& ctx, const reproduce_options& o) {
   auto c = ctx.connect();
   if (!c)
@@ -32,6 +55,8 @@ int run_reproduce(context& ctx, const reproduce_options& o) {
   auto& rec = orig->record;
   auto& then = rec.spec.provenance;
   if (o.diff) {
+    if (diff_is_stored(then))
+      return print_stored_diff(**c, then.at("git_diff_sha256"));
     auto d = then.find("git_diff");
     if (d == then.end())
       return fail("reproduce: job " + rec.id.short_str() + " ran without uncommitted changes"
@@ -51,7 +76,10 @@ int run_reproduce(context& ctx, const reproduce_options& o) {
   if (then.empty())
     warnings.push_back("the job recorded no provenance (submitted by an older monkey): its "
                        "code and versions cannot be compared");
-  auto now = collect_provenance(rec.spec.workdir, rec.spec.command);
+  // A dry run records nothing: the diff of now is stored only for a job that runs.
+  std::string unstored;
+  auto now = o.dry_run ? collect_provenance(rec.spec.workdir, rec.spec.command, &unstored)
+                       : job_provenance(ctx, rec.spec.workdir, rec.spec.command);
   const shipment* shipped_code = nullptr;
   for (auto& b : rec.spec.ship)
     if (b.kind == "workdir")
@@ -64,7 +92,8 @@ int run_reproduce(context& ctx, const reproduce_options& o) {
     warnings.push_back(w);
   }
   if (shipped_code)
-    for (auto* k : {"git_commit", "git_dirty", "git_diff", "git_diff_sha256", "git_diff_truncated"}) {
+    for (auto* k : {"git_commit", "git_dirty", "git_diff", "git_diff_sha256", "git_diff_truncated",
+                    "git_diff_stored"}) {
       if (auto it = then.find(k); it != then.end())
         now[k] = it->second;
       else

@@ -2,7 +2,8 @@
 // Shipping a job's working directory and data (docs/shipping.md): pack each into a bundle
 // named by its SHA-256, ask the cluster which it holds already, upload the rest in chunks
 // (the node that takes the last chunk checks the hash, stores it and copies it to two more
-// nodes), and describe them in the job spec.
+// nodes), and describe them in the job spec. A job's uncommitted diff is stored the same
+// way (job_provenance): once per distinct diff, not in every record.
 #include "runtime/bin/cli/cli.hpp"
 
 #include <cerrno>
@@ -11,8 +12,10 @@
 #include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
 #include <unistd.h>
 
+#include "runtime/provenance.hpp"
 #include "runtime/ship/bundle.hpp"
 
 namespace monkey::cli {
@@ -206,6 +209,54 @@ expected<std::vector<shipment>> ship_files(context& ctx, const std::string& work
     out.push_back(p.s);
   }
   return out;
+}
+
+std::map<std::string, std::string> job_provenance(context& ctx, const std::string& workdir,
+                                                  const std::vector<std::string>& command) {
+  std::string diff;
+  auto p = collect_provenance(workdir, command, &diff);
+  if (diff.empty())
+    return p;
+  auto stored = [&]() -> expected<void> {
+    temp_files temps;
+    auto file = temp_path(temps);
+    if (!file)
+      return failure{file.error()};
+    {
+      std::ofstream out(*file, std::ios::binary);
+      out.write(diff.data(), static_cast<std::streamsize>(diff.size()));
+      if (!out.flush())
+        return failure{"cannot write " + *file};
+    }
+    auto c = ctx.connect();
+    if (!c)
+      return failure{c.error()};
+    pending d;
+    d.s.kind = "diff";
+    d.s.source = workdir;
+    d.s.sha256 = p.at("git_diff_sha256");
+    d.s.bytes = diff.size();
+    d.file = *file;
+    auto held = (*c)->call<ship_have_reply>(verb::ship_have, ship_have_request{{d.s.sha256}},
+                                            std::chrono::seconds(30));
+    if (!held)
+      return failure{held.error()};
+    if (!held->holders.empty() && held->holders[0] > 0)
+      return {};
+    auto nodes = upload(**c, d);
+    if (!nodes)
+      return failure{nodes.error()};
+    return {};
+  }();
+  if (stored) {
+    p["git_diff_stored"] = "yes";
+  } else {
+    std::fprintf(stderr, "monkey: the uncommitted changes (%s) could not be stored in the "
+                 "cluster (%s): the job records at most their first %zu bytes\n",
+                 ship::human_bytes(diff.size()).c_str(), stored.error().c_str(), max_recorded_diff);
+    keep_diff_inline(p, std::move(diff));
+  }
+  return p;
 }
 
 } // namespace monkey::cli

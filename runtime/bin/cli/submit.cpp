@@ -128,7 +128,6 @@ expected<job_spec> build_spec(const submit_options& o, const CLI::App& sub,
   }
   spec.user = current_user();
   spec.host = current_host();
-  spec.provenance = collect_provenance(spec.workdir, spec.command);
   if (auto problem = validate(spec); !problem)
     return failure{"invalid job: " + problem.error()};
   return spec;
@@ -257,6 +256,7 @@ int run_submit(context& ctx, const submit_options& given, const CLI::App& sub) {
   if (!shipped)
     return fail(shipped.error());
   spec->ship = std::move(*shipped);
+  spec->provenance = job_provenance(ctx, spec->workdir, spec->command);
   auto c = ctx.connect();
   if (!c)
     return fail(c.error());

@@ -320,6 +320,46 @@ std::string params_text(const sweep_view& v, const job_summary& j) {
   return sweep::assignment_text(searched(v, j));
 }
 
+
+/// What changed about where the sweep's driver runs since the last look ("" when nothing):
+/// its attempt ended with the driver not final ("the sweep's driver on n2 ended lost (...)"),
+/// or a new attempt runs ("moved from n2 to n1"). Names are asked again for a new node.
+std::string driver_moves(const sweep_view& v, int32_t& seen_attempt, bool& told_end,
+                         std::map<std::string, std::string>& names, context& ctx) {
+  auto& atts = v.driver.attempts;
+  if (atts.empty())
+    return {};
+  auto name = [&](const attempt_record& a) {
+    auto node = a.id.node.str();
+    if (!names.count(node))
+      names = node_names(ctx);
+    return name_of(names, node);
+  };
+  auto& a = atts.back();
+  if (a.number > seen_attempt) {
+    bool first_look = seen_attempt == 0;
+    seen_attempt = a.number;
+    told_end = false;
+    if (first_look || atts.size() < 2)
+      return {};
+    auto& prev = atts[atts.size() - 2];
+    auto from = name(prev), to = name(a);
+    return "the sweep's driver " + (from == to ? "runs again on " + to : "moved from " + from
+                                                                           + " to " + to)
+           + " (attempt " + std::to_string(a.number) + "; attempt "
+           + std::to_string(prev.number) + " ended " + prev.outcome
+           + (prev.cause.empty() ? std::string() : ": " + prev.cause)
+           + "): it goes on from its saved state";
+  }
+  if (a.outcome != "running" && !is_final(v.driver.state) && !told_end) {
+    told_end = true;
+    return "the sweep's driver on " + name(a) + " ended " + a.outcome
+           + (a.cause.empty() ? std::string() : " (" + a.cause + ")")
+           + ": it runs again where a node can take it";
+  }
+  return {};
+}
+
 int start_sweep(context& ctx, const std::string& path, bool wait) {
   auto file = read_sweep(path);
   if (!file)
@@ -371,7 +411,7 @@ int start_sweep(context& ctx, const std::string& path, bool wait) {
   // What every trial records to be run again (`monkey reproduce`): the code the sweep
   // started from, on this machine.
   std::vector<std::string> trial_cmd = file->spec.trial.command;
-  spec.provenance = collect_provenance(trial_dir, trial_cmd);
+  spec.provenance = job_provenance(ctx, trial_dir, trial_cmd);
   spec.env["MONKEY_SWEEP_PROVENANCE"] = json(spec.provenance).dump();
   if (auto problem = validate(spec); !problem)
     return fail("invalid sweep job: " + problem.error(), exit_usage);
@@ -397,10 +437,40 @@ int start_sweep(context& ctx, const std::string& path, bool wait) {
   std::string last;
   series_cache ended;
   bool told_failure = false;
+  // The wait follows the sweep through the cluster: when the node it talks to stops
+  // answering, another member does; when the driver moves, it says where and why.
+  std::vector<std::string> addresses;
+  if (auto n = (*c)->call<nodes_reply>(verb::nodes, std::string{}))
+    for (auto& m : n->members)
+      addresses.push_back(m.address);
+  auto names = node_names(ctx);
+  int32_t seen_attempt = 0;
+  bool told_end = false;
+  int moves_left = 16;
   for (;;) {
     auto v = load_sweep(**c, id);
-    if (!v)
-      return fail("sweep " + id + ": " + v.error());
+    if (!v) {
+      std::vector<std::string> others;
+      for (auto& a : addresses)
+        if (a != (*c)->address())
+          others.push_back(a);
+      auto gone = (*c)->address();
+      auto again = others.empty() || --moves_left < 0
+                     ? expected<client*>(failure{"no other member to ask"})
+                     : ctx.reconnect(others);
+      if (!again)
+        return fail("sweep " + id + ": " + v.error() + " (" + again.error() + ")");
+      c = again;
+      std::fprintf(stderr, "%smonkey: %s does not answer (%s): following the sweep through %s\n",
+                   tty ? "\r\033[K" : "", gone.c_str(), v.error().c_str(),
+                   (*c)->address().c_str());
+      last.clear();
+      continue;
+    }
+    if (auto said = driver_moves(*v, seen_attempt, told_end, names, ctx); !said.empty()) {
+      std::fprintf(stderr, "%smonkey: %s\n", tty ? "\r\033[K" : "", said.c_str());
+      last.clear();
+    }
     auto rows = trial_rows(**c, *v, &ended);
     if (!told_failure)
       for (auto& r : rows)

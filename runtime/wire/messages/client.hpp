@@ -68,6 +68,7 @@ enum class verb : uint16_t {
   ship_put = 40,  ///< one chunk of a bundle; the last one stores and replicates it
   // the collection of checkpoint stores (docs/checkpoints.md, "Collection")
   peer_store_refs = 41, ///< which of these store entries a job this node holds refers to
+  ship_get = 42,        ///< bytes of a stored bundle or diff (fetched from a member if need be)
 };
 
 const char* to_string(verb v);
@@ -240,6 +241,22 @@ struct ship_put_reply {
   bool stored = false;
   std::vector<std::string> nodes;
   MSGPACK_DEFINE_MAP(received, stored, nodes);
+};
+
+/// ship_get: bytes [offset, offset + max) of the stored blob `sha256` (a shipped bundle or
+/// a job's uncommitted diff, docs/reproduce.md), taken from any alive member that holds it.
+/// `max` is at most 1 MiB; `total` is the blob's size.
+struct ship_get_request {
+  std::string sha256;
+  uint64_t offset = 0;
+  uint64_t max = 1 << 20;
+  MSGPACK_DEFINE_MAP(sha256, offset, max);
+};
+
+struct ship_get_reply {
+  uint64_t total = 0;
+  std::string data;
+  MSGPACK_DEFINE_MAP(total, data);
 };
 
 /// app_checkpoint: the host's ranks `ranks` saved `step` (files `rank-R` under the attempt's

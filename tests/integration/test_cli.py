@@ -5,7 +5,7 @@ import json
 import os
 import time
 
-from harness import check, pid_alive, run, wait_until
+from harness import SLOWDOWN, check, pid_alive, run, wait_until
 
 
 def spec_files_and_errors(c):
@@ -204,16 +204,21 @@ def retry_backoff(c):
     c.start("n1")
     r = c.monkey("submit", "--retry-backoff", "soon", "--", "true", check_rc=False)
     check(r.returncode == 2 and "--retry-backoff" in r.stderr, r.stderr)
-    jid = c.submit("--retries", "2", "--retry-backoff", "1s..10s", "--", "sh", "-c", "exit 1")
+    # The first wait outlasts a `why` poll under a sanitizer (SLOWDOWN: a CLI call takes
+    # seconds there), else the poll sees only the second one.
+    first = SLOWDOWN
+    jid = c.submit("--retries", "2", "--retry-backoff", f"{first}s..{10 * first}s", "--", "sh",
+                   "-c", "exit 1")
     why = wait_until(lambda: (lambda w: w if "backoff" in w else None)(
-        c.monkey("why", jid).stdout), 30, "why to name the backoff")
+        c.monkey("why", jid).stdout), 30 * SLOWDOWN, "why to name the backoff")
     check("retry 1 of 2 waits for its backoff" in why and "starts at" in why, why)
     s = c.wait_final(jid)
     a = s["attempts"]
     check(s["state"] == "failed" and len(a) == 3, f"three attempts: {s['state']} {len(a)}")
     gap1 = a[1]["started_ms"] - a[0]["ended_ms"]
     gap2 = a[2]["started_ms"] - a[1]["ended_ms"]
-    check(gap1 >= 950 and gap2 >= 1950, f"waits of 1 s, then 2 s: {gap1} ms, {gap2} ms")
+    check(gap1 >= first * 1000 - 50 and gap2 >= 2 * first * 1000 - 50,
+          f"waits of {first} s, then {2 * first} s: {gap1} ms, {gap2} ms")
 
 
 def mem_limit(c):

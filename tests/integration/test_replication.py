@@ -142,7 +142,7 @@ def owner_sigstop_fenced(c):
         owners = [j["owner"] for j in js if j["state"] == "running" and j["owner"] != entry_node]
         return owners[0] if owners else None
 
-    victim_node = wait_until(running_elsewhere, 30, "a job running on another node")
+    victim_node = wait_until(running_elsewhere, 30 * SLOWDOWN, "a job running on another node")
     victim = [n for n in nodes if n["pid"] == node_of[victim_node]][0]
     owned = [j["id"] for j in jobs_at(c, entry["address"]) if j["owner"] == victim_node]
     stopped_ms = time.time() * 1000
@@ -151,15 +151,15 @@ def owner_sigstop_fenced(c):
         wait_until(lambda: (lambda ms: ms and ms[victim["pid"]]["state"] == "dead")(
             {m["pid"]: m for m in json.loads(c.monkey("nodes", "--json", "--address",
                                                        entry["address"]).stdout)}),
-            30, "the stopped owner to be declared dead")
+            30 * SLOWDOWN, "the stopped owner to be declared dead")
         wait_until(lambda: all(j["owner"] != victim_node
                                for j in jobs_at(c, entry["address"]) or [{"owner": victim_node}]
                                if j["id"] in owned),
-                   30, "its jobs to be adopted")
+                   30 * SLOWDOWN, "its jobs to be adopted")
     finally:
         os.kill(victim["pid"], signal.SIGCONT)
     runtime_log = os.path.join(victim["data_dir"], "runtime.log")
-    wait_until(lambda: "fenced: killed" in open(runtime_log).read(), 30,
+    wait_until(lambda: "fenced: killed" in open(runtime_log).read(), 30 * SLOWDOWN,
                "the resumed node to fence its jobs")
     text = open(runtime_log).read()
     killed = int(text.split("fenced: killed ", 1)[1].split()[0])
@@ -167,7 +167,7 @@ def owner_sigstop_fenced(c):
     m = wait_until(lambda: (lambda ms: ms.get(victim["pid"]) if ms and ms.get(victim["pid"], {}).get("state") == "alive" else None)(
         {m["pid"]: m for m in json.loads(c.monkey("nodes", "--json", "--address",
                                                    entry["address"]).stdout)}),
-        30, "the fenced node to rejoin")
+        30 * SLOWDOWN, "the fenced node to rejoin")
     check(m["incarnation"] != "1.0", f"it rejoined with a new incarnation: {m}")
     js = wait_until(lambda: all_final(c, entry["address"], 6), 120, "every job to finish")
     check(all(j["state"] == "succeeded" for j in js), f"all succeeded: {js}")
@@ -268,7 +268,9 @@ def placement_by_reservation(c):
     a reservation, the node grants it only when its own placement would start the job now
     (it then owns the job), or refuses; every job runs once, with one final state."""
     n1 = c.start("n1", "--cpus", "1")
-    ids = [c.submit("--name", f"r{i}", "--", "sleep", "2") for i in range(8)]
+    # n1 alone would take 16 s (x SLOWDOWN): n2 and n3 join well before (they start in
+    # seconds under a sanitizer and a busy machine).
+    ids = [c.submit("--name", f"r{i}", "--", "sleep", str(2 * SLOWDOWN)) for i in range(8)]
     for name in ("n2", "n3"):
         c.start(name, "--cpus", "1", "--join", n1["address"])
     c.env["MONKEY_ADDRESS"] = n1["address"]

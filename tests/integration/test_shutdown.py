@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """SIGTERM requeues running jobs without charging retries; --drain waits for them."""
-from harness import check, run, wait_until
+from harness import SLOWDOWN, check, run, wait_until
 
 
 def sigterm_requeues(c):
     c.start("n1", "--kill-grace", "1")
-    jid = c.submit("--retries", "0", "--", "sleep", "3")
-    wait_until(lambda: c.show(jid)["state"] == "running", 30, "running")
+    jid = c.submit("--retries", "0", "--", "sleep", str(3 * SLOWDOWN))
+    wait_until(lambda: c.show(jid)["state"] == "running", 30 * SLOWDOWN, "running")
     rc = c.stop("n1")
     check(rc == 0, f"clean exit, got {rc}")
     c.start("n1")
@@ -19,8 +19,10 @@ def sigterm_requeues(c):
 
 def drain_waits(c):
     c.start("n1", "--drain")
-    jid = c.submit("--", "sh", "-c", "sleep 1; echo finished")
-    wait_until(lambda: c.show(jid)["state"] == "running", 30, "running")
+    # It runs long enough for a poll to see it running (a CLI call takes seconds under a
+    # sanitizer on a busy machine), so that the stop comes while it runs.
+    jid = c.submit("--", "sh", "-c", f"sleep {2 * SLOWDOWN}; echo finished")
+    wait_until(lambda: c.show(jid)["state"] == "running", 30 * SLOWDOWN, "running")
     rc = c.stop("n1")
     check(rc == 0, f"clean exit, got {rc}")
     c.start("n1")

@@ -7,6 +7,7 @@ moved away before the jobs run, so they can only have used the shipped copy. Rea
 real kill -9."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -161,9 +162,10 @@ def bundle_outlives_the_node_it_was_sent_to(c):
 
 
 def unused_bundles_and_checkpoints_are_collected(c):
-    """--store-keep 2s: a shipped bundle and a job's checkpoints stay in the stores while a
-    job refers to them; once the job is removed (`monkey rm`), every node removes its copy
-    of the bundle, and an entry no record refers to (what retention leaves behind) goes too."""
+    """--store-keep 2s: a shipped bundle, the job's stored uncommitted diff and a job's
+    checkpoints stay in the stores while a job refers to them; once the job is removed
+    (`monkey rm`), every node removes its copies of the bundle and the diff, and an entry no
+    record refers to (what retention leaves behind) goes too."""
     nodes_up(c, 3, "--store-keep", "2s")
     root, _ = project(c)
     r = monkey_in(c, root, "submit", "--ship-workdir", "--", "true")
@@ -173,24 +175,30 @@ def unused_bundles_and_checkpoints_are_collected(c):
     for job in (shipped, ckpt):
         check(c.wait_final(job, 60)["state"] == "succeeded", f"{job} ran")
     bundle = c.show(shipped)["ship"][0]["sha256"]
+    diff = c.show(shipped)["provenance"]["git_diff_sha256"]  # the project has changes
     stores = [os.path.join(n["data"], "checkpoints") for n in c.nodes.values()]
     orphan = os.path.join(stores[0], "01M00000000000000000000000")
     os.makedirs(os.path.join(orphan, "piece"))
     with open(os.path.join(orphan, "piece", "state.txt"), "w") as f:
         f.write("left behind\n")
     with_bundle = lambda: [s for s in stores if os.path.isdir(os.path.join(s, "ship-" + bundle))]
+    with_diff = lambda: [s for s in stores if os.path.isdir(os.path.join(s, "ship-" + diff))]
     with_ckpt = lambda: [s for s in stores if os.path.isdir(os.path.join(s, ckpt))]
-    check(len(with_bundle()) == 3 and with_ckpt(), f"stored: {bundles_on(c)}")
+    check(len(with_bundle()) == 3 and len(with_diff()) == 3 and with_ckpt(),
+          f"stored: {bundles_on(c)}")
     wait_until(lambda: not os.path.exists(orphan), 30, "the entry no job refers to to go")
     time.sleep(3)  # rounds each second; both entries have been unwritten for over 2 s
-    check(len(with_bundle()) == 3, f"a job refers to the bundle: kept ({bundles_on(c)})")
+    check(len(with_bundle()) == 3 and len(with_diff()) == 3,
+          f"a job refers to the bundle and the diff: kept ({bundles_on(c)})")
     check(with_ckpt(), "a job refers to its checkpoints: kept")
     c.monkey("rm", shipped)
-    wait_until(lambda: not with_bundle(), 30, "every copy of the bundle to go")
+    wait_until(lambda: not with_bundle() and not with_diff(), 30,
+               "every copy of the bundle and of the diff to go")
     check(with_ckpt(), "the other job's checkpoints stay")
     logs = "".join(open(os.path.join(n["data"], "runtime.log"), errors="replace").read()
                    for n in c.nodes.values())
-    check("1 shipped bundle(s) that no job in the cluster refers to" in logs, logs[-2000:])
+    check(re.search(r"and [12] shipped bundle\(s\) that no job in the cluster refers to", logs),
+          logs[-2000:])
 
 
 def bad_shipping_is_refused_with_the_reason(c):

@@ -217,7 +217,18 @@ std::map<std::string, std::string> job_provenance(context& ctx, const std::strin
   auto p = collect_provenance(workdir, command, &diff);
   if (diff.empty())
     return p;
+  // Asked first: the diff is written to a file for the upload only when no member has it.
   auto stored = [&]() -> expected<void> {
+    auto c = ctx.connect();
+    if (!c)
+      return failure{c.error()};
+    auto sha = p.at("git_diff_sha256");
+    auto held = (*c)->call<ship_have_reply>(verb::ship_have, ship_have_request{{sha}},
+                                            std::chrono::seconds(30));
+    if (!held)
+      return failure{held.error()};
+    if (!held->holders.empty() && held->holders[0] > 0)
+      return {};
     temp_files temps;
     auto file = temp_path(temps);
     if (!file)
@@ -228,21 +239,12 @@ std::map<std::string, std::string> job_provenance(context& ctx, const std::strin
       if (!out.flush())
         return failure{"cannot write " + *file};
     }
-    auto c = ctx.connect();
-    if (!c)
-      return failure{c.error()};
     pending d;
     d.s.kind = "diff";
     d.s.source = workdir;
-    d.s.sha256 = p.at("git_diff_sha256");
+    d.s.sha256 = sha;
     d.s.bytes = diff.size();
     d.file = *file;
-    auto held = (*c)->call<ship_have_reply>(verb::ship_have, ship_have_request{{d.s.sha256}},
-                                            std::chrono::seconds(30));
-    if (!held)
-      return failure{held.error()};
-    if (!held->holders.empty() && held->holders[0] > 0)
-      return {};
     auto nodes = upload(**c, d);
     if (!nodes)
       return failure{nodes.error()};

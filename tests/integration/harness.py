@@ -305,6 +305,26 @@ def key_for(nodes, first, second=None):
     raise Failure("no key found")
 
 
+def descendants_matching(c, pattern):
+    """The pids of the processes whose command line holds `pattern` and that descend from one
+    of this cluster's nodes: the same program run by another test at the same time (ctest
+    runs two at once) is not counted."""
+    nodes = {n["proc"].pid for n in c.nodes.values()}
+    r = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+    found = []
+    for pid in (int(p) for p in r.stdout.split()):
+        p = pid
+        while p > 1 and p not in nodes:
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    p = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                p = 0
+        if p in nodes:
+            found.append(pid)
+    return found
+
+
 def pid_alive(pid):
     try:
         os.kill(pid, 0)

@@ -7,14 +7,14 @@ import os
 import subprocess
 import time
 
-from harness import SLOWDOWN, check, node_ids, points, run, wait_until
+from harness import SLOWDOWN, check, descendants_matching, node_ids, points, run, wait_until
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gang_check.py")
 
 
-def hosts_running(pattern="monkey-app-hello --host"):
-    r = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
-    return len(r.stdout.split())
+def hosts_running(c, pattern="monkey-app-hello --host"):
+    """The processes matching `pattern` that this test's nodes started."""
+    return len(descendants_matching(c, pattern))
 
 
 def two_nodes(c, cpus="2"):
@@ -90,7 +90,7 @@ def command_gang_over_two_nodes(c):
     cause = s["attempts"][-1]["cause"]
     check("ranks 2-3 on " in cause and "exit 5" in cause, f"the failing part is named: {cause}")
     check(time.time() - t0 < 50, "the other part was stopped, not left to sleep its 60 s")
-    wait_until(lambda: hosts_running(SCRIPT) == 0, 20, "every rank to be gone")
+    wait_until(lambda: hosts_running(c, SCRIPT) == 0, 20, "every rank to be gone")
 
 
 def more_workers_than_nodes_wait(c):
@@ -114,12 +114,12 @@ def cancel_stops_every_part(c):
     two_nodes(c)
     job = c.submit("--app", "hello", "--workers", "4", "--set", "steps=100000", "--set",
                    "step_ms=100")
-    wait_until(lambda: hosts_running() == 2, 30, "both hosts to run")
+    wait_until(lambda: hosts_running(c) == 2, 30, "both hosts to run")
     wait_until(lambda: points(c, job, "pi"), 30, "the gang to assemble and step")
     c.monkey("cancel", job)
     s = c.wait_final(job, 60)
     check(s["state"] == "cancelled", f"cancelled: {s}")
-    wait_until(lambda: hosts_running() == 0, 20, "both hosts to be gone")
+    wait_until(lambda: hosts_running(c) == 0, 20, "both hosts to be gone")
 
 
 def executor_killed_gang_restarts(c):

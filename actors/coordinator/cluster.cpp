@@ -767,10 +767,9 @@ void collect_store(coordinator_actor* self) {
             keep->insert(r->used.begin(), r->used.end());
           },
           [=] {
-            auto& st = self->state;
             if (!unanswered->empty()) {
-              SPDLOG_LOGGER_DEBUG(st.log, "collection: not every member answered ({}); "
-                                          "nothing removed",
+              SPDLOG_LOGGER_DEBUG(self->state.log,
+                                  "collection: not every member answered ({}); nothing removed",
                                   unanswered->front());
               return;
             }

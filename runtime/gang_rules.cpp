@@ -33,6 +33,17 @@ int32_t workers_fitting(const resources& room, const resources& per_worker) {
   return static_cast<int32_t>(n);
 }
 
+resources gang_share(const resources& total, const resources& per_worker, int32_t workers) {
+  auto k = std::min(workers, workers_fitting(total, per_worker));
+  if (k <= 0)
+    k = workers;
+  auto r = per_worker;
+  r.cpus *= k;
+  r.mem_mb *= k;
+  r.gpus *= k;
+  return r;
+}
+
 namespace {
 
 std::vector<gang_part> greedy(const resources& per_worker, int32_t workers,

@@ -49,6 +49,13 @@ struct gang_part {
 /// How many workers of `per_worker` fit in `room` (tags must all be offered).
 int32_t workers_fitting(const resources& room, const resources& per_worker);
 
+/// What a gang of `workers` workers of `per_worker` takes of a node of `total` that hosts
+/// as many of them as fit there (plan_gang fills the node with the most room first, the
+/// owner's own among equals): `per_worker` times that many, at most `workers`; the whole
+/// gang when none fits. The lease judge counts a node's own queued gang by this share: the
+/// whole gang fits no one node and would not hold its place against later gangs' leases.
+resources gang_share(const resources& total, const resources& per_worker, int32_t workers);
+
 struct gang_plan {
   std::vector<gang_part> parts; ///< empty: it does not fit now (`why` says why)
   std::string why;

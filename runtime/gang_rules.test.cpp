@@ -177,6 +177,36 @@ TEST_CASE("a lease respects the node's own earlier queued job and its reservatio
   CHECK(c.granted.size() == 1);
 }
 
+TEST_CASE("a gang's share of a node: the workers that fit there, the whole when none does",
+          "[runtime][gang]") {
+  auto share = gang_share(cpus(2), worker(1), 4);
+  CHECK(share.cpus == 2);
+  CHECK(gang_share(cpus(8), worker(1), 4).cpus == 4);
+  CHECK(gang_share(cpus(1), worker(2), 4).cpus == 8); // none fits: the whole gang
+  auto w = worker(1);
+  w.gpus = 1;
+  CHECK(gang_share(cpus(4, 2), w, 4).gpus == 2);
+}
+
+TEST_CASE("a node's own queued gang across nodes holds its share against a later gang's lease",
+          "[runtime][gang]") {
+  // Two nodes of 2 cpus; this node owns a gang of 4 one-cpu workers submitted at t=100 that
+  // waits (another node's part of the gang before it had not ended in this node's view).
+  // Counted whole (4 cpus) it fits no node and was passed over: a gang submitted later by
+  // another owner got this node's 2 cpus and started first (integration.gangs
+  // competing_gangs_in_order under load). Counted by its share, it holds its place.
+  queued_job own;
+  own.id = job_id{1, 1};
+  own.submit_seq = 100;
+  own.need = worker(4);
+  CHECK(judge_leases(cpus(2), {}, {}, {own}, {ask(order(0, 200), 2)}, 0).granted.size() == 1);
+  own.need = gang_share(cpus(2), worker(1), 4);
+  CHECK(judge_leases(cpus(2), {}, {}, {own}, {ask(order(0, 200), 2)}, 0).granted.empty());
+  // A gang that goes before it (earlier, or of a higher priority) still gets the lease.
+  CHECK(judge_leases(cpus(2), {}, {}, {own}, {ask(order(0, 50), 2)}, 0).granted.size() == 1);
+  CHECK(judge_leases(cpus(2), {}, {}, {own}, {ask(order(1, 200), 2)}, 0).granted.size() == 1);
+}
+
 TEST_CASE("an expired lease's slots are counted until it expires only", "[runtime][gang]") {
   // A lease that expires at t=1 s holds the slots as a running job ending then: an ask with
   // a timeout can still be refused now (no backfill past it for a job of equal order).

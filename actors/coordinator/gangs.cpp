@@ -149,6 +149,12 @@ lease_reply grant_lease(coordinator_actor* self, const lease_request& req) {
   // The own queue in the same order as the gangs: priority, then submit time.
   auto queue = placement_queue(st, nullptr);
   by_submit_time(st, queue);
+  // An own gang too big for this node counts by the share it would take here: counted whole,
+  // it fits nowhere and a later gang of another owner took the slots it waits for.
+  for (auto& q : queue)
+    if (auto* rec = st.book.owned(q.id);
+        rec && rec->spec.ranks() > 1 && !never_fits(st.cfg.total, q.need).empty())
+      q.need = gang_share(st.cfg.total, per_worker(rec->spec), rec->spec.ranks());
   lease_ask ask;
   ask.order = gang_order{req.priority, req.submitted_ms, req.job};
   ask.use = use;

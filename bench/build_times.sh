@@ -40,9 +40,9 @@ t0=$(date +%s)
 cmake --build "$build" -j "${JOBS:-2}" ${@:+--target $@} >"$build/build.log" 2>&1 || {
   tail -n 30 "$build/build.log"; echo "build_times: the build failed ($build/build.log)" >&2; exit 1; }
 wall=$(( $(date +%s) - t0 ))
-python3 - "$log" "$root" "$wall" "${JOBS:-2}" <<'PY'
-import collections, os, sys
-log, root, wall, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+python3 - "$log" "$wall" "${JOBS:-2}" <<'PY'
+import collections, sys
+log, wall, jobs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rows = []
 for line in open(log):
     sec, kind, out = (line.rstrip("\n").split(" ", 2) + [""])[:3]
